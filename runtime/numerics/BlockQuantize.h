@@ -1,0 +1,119 @@
+//===- BlockQuantize.h - MX and NVFP4 block quantization --------*- C++ -*-===//
+//
+// Block-scaled quantization: every block of `blockSize` consecutive elements
+// along one axis shares a scale. MX formats (OCP MX v1.0) use an E8M0 power of
+// two per 32 elements; NVFP4 uses an E4M3 scale per 16 elements times an fp32
+// per-tensor scale. This is the oracle every target's quantizer is compared
+// with, code for code and scale for scale.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TETRA_RUNTIME_NUMERICS_BLOCKQUANTIZE_H
+#define TETRA_RUNTIME_NUMERICS_BLOCKQUANTIZE_H
+
+#include "runtime/numerics/AxisView.h"
+#include "runtime/numerics/Formats.h"
+#include "runtime/numerics/Hadamard.h"
+#include "runtime/numerics/Philox.h"
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace tetra::numerics {
+
+enum class ScaleFormat : uint8_t { E8M0, E4M3 };
+
+/// How an E8M0 block scale 2^e is chosen from the block's largest magnitude
+/// `amax` (emax = the element format's maxExponent, max = its maxFinite):
+///   Floor: e = floor(log2 amax) - emax            (OCP MX v1.0; may clip)
+///   Ceil:  e = ceil(log2 amax) - emax             (one binade up unless amax
+///                                                  is a power of two)
+///   Even:  e = floor(log2 rne(amax)) - emax, rne() rounding amax to the
+///          element's mantissa width, ties to even (bumps e when amax would
+///          round up into the next binade)
+///   RCeil: e = ceil(log2(amax / max))             (smallest e that never
+///                                                  clips; NVIDIA's RCEIL)
+/// e is clamped to [-127, 127]; amax = 0 gives e = -127 (code 0x00).
+/// E4M3 (NVFP4) scales ignore the rule: they are rounded to nearest even.
+enum class ScaleRule : uint8_t { Floor, Ceil, Even, RCeil };
+
+std::string_view scaleRuleName(ScaleRule rule);
+std::optional<ScaleRule> parseScaleRule(std::string_view name);
+
+struct BlockScaling {
+  int blockSize = 32;
+  ScaleFormat scaleFormat = ScaleFormat::E8M0;
+  ScaleRule rule = ScaleRule::Floor;
+};
+
+/// What one quantizer does, rotation aside.
+struct BlockFormat {
+  ElementFormat element = ElementFormat::E2M1;
+  BlockScaling scaling;
+  Rounding rounding = Rounding::NearestEven;
+};
+
+/// What a policy asks of one GEMM operand: rotate, then block-quantize.
+struct OperandQuantization {
+  BlockFormat format;
+  Rotation rotation;
+};
+
+/// Named presets: mxfp4 (E2M1, 32, E8M0, floor), mxfp8_e4m3, mxfp8_e5m2
+/// (32, E8M0, floor), nvfp4 (E2M1, 16, E4M3 + fp32 tensor scale). All round
+/// to nearest even and rotate nothing.
+std::optional<BlockFormat> blockFormatPreset(std::string_view name);
+
+/// The E8M0 exponent `e` for a block whose largest magnitude is `amax`
+/// (finite, >= 0), per `rule` and the element format `element`.
+int sharedExponent(float amax, ScaleRule rule, const FormatSpec &element);
+
+/// A block-quantized tensor: codes and scales kept apart, one byte each,
+/// unpacked (packing two E2M1 codes per byte is a target's business).
+struct QuantizedTensor {
+  BlockFormat format;
+  std::vector<int64_t> shape;
+  int axis = 0;
+  /// One code per element, same shape and order as the input.
+  std::vector<uint8_t> codes;
+  /// One scale per block: the input's shape with shape[axis] / blockSize,
+  /// row-major. E8M0 codes for MX, E4M3 codes for NVFP4.
+  std::vector<uint8_t> scales;
+  /// NVFP4's fp32 per-tensor scale: amax(tensor) / (448 * 6), or 1 when the
+  /// tensor is all zeros. 1 for MX formats.
+  float tensorScale = 1.0f;
+};
+
+/// Quantizes a row-major tensor of `shape` along `axis` (the extent along
+/// `axis` must be a multiple of the block size; the caller checks).
+///
+/// NaN and Inf: a block containing a NaN or an Inf gets a NaN scale (E8M0
+/// 0xFF, E4M3 0x7F) and all-zero codes, so that it dequantizes to NaN and the
+/// trainer can report it; the other blocks are unaffected. For NVFP4 the
+/// tensor amax ignores non-finite values.
+///
+/// Stochastic rounding draws randomBits(stream, i) for the element at
+/// row-major index i of the whole tensor.
+QuantizedTensor quantize(const float *data, const std::vector<int64_t> &shape,
+                         int axis, const BlockFormat &format,
+                         const RandomStream &stream = {});
+
+/// The values the codes stand for: code * scale (* tensorScale), in fp32.
+/// Exact for MX (a power of two times an exactly representable value).
+std::vector<float> dequantize(const QuantizedTensor &tensor);
+
+/// Rotate along `axis`, quantize, dequantize, rotate back: what the operand
+/// looks like to the GEMM, expressed in the original basis. In place.
+/// `stream.step` also selects per-step random Hadamard signs.
+void fakeQuantize(float *data, const std::vector<int64_t> &shape, int axis,
+                  const OperandQuantization &quantization,
+                  const RandomStream &stream = {});
+
+/// Round-trips through BF16 (round to nearest even), in place.
+void roundTripBF16(float *data, int64_t count);
+
+} // namespace tetra::numerics
+
+#endif // TETRA_RUNTIME_NUMERICS_BLOCKQUANTIZE_H

@@ -1,0 +1,19 @@
+# lit configuration for Tetra's FileCheck tests. Test files mirror the source
+# tree: test/dialect for dialect/, test/tools for the drivers.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "Tetra"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["unit", "Inputs", "lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.tetra_obj_root, "test")
+
+config.substitutions.append(("%tetra_src_root", config.tetra_src_root))
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(
+    ["tetra", "tetra-opt"], [config.tetra_tools_dir])

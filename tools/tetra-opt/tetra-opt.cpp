@@ -1,0 +1,24 @@
+//===- tetra-opt.cpp - mlir-opt for the tetra dialect ---------------------===//
+//
+// Behaves like mlir-opt (every standard flag), with the tetra dialect, the
+// upstream dialects Tetra's IR mixes with, and Tetra's passes registered.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/TetraOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<tetra::TetraDialect, mlir::arith::ArithDialect,
+                  mlir::func::FuncDialect, mlir::tensor::TensorDialect>();
+  mlir::registerTransformsPasses();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "Tetra optimizer driver\n", registry));
+}
