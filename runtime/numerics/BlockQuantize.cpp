@@ -66,8 +66,7 @@ BlockLayout layoutOf(const std::vector<int64_t> &shape, int axis,
 }
 
 uint8_t signedZero(float x, const FormatSpec &spec) {
-  return (floatBits(x) >> 31) ? static_cast<uint8_t>(1u << (spec.bits - 1))
-                              : 0;
+  return (floatBits(x) >> 31) ? static_cast<uint8_t>(1u << (spec.bits - 1)) : 0;
 }
 
 } // namespace
@@ -139,8 +138,8 @@ int sharedExponent(float amax, ScaleRule rule, const FormatSpec &element) {
     const int dropped = 23 - element.mantissaBits;
     if (dropped <= 0) // F32: nothing to round.
       return clampExponent(value.log2Floor - emax);
-    const uint32_t carryThreshold = (0x1000000u - (1u << dropped)) +
-                                    (1u << (dropped - 1));
+    const uint32_t carryThreshold =
+        (0x1000000u - (1u << dropped)) + (1u << (dropped - 1));
     const bool carries = value.significand >= carryThreshold;
     return clampExponent(value.log2Floor + (carries ? 1 : 0) - emax);
   }
@@ -227,12 +226,11 @@ QuantizedTensor quantize(const float *data, const std::vector<int64_t> &shape,
         for (int j = 0; j < blockSize; ++j) {
           const int64_t index = view.index(o, first + j, i);
           const float x = data[index];
-          result.codes[index] =
-              decodedScale == 0.0f
-                  ? signedZero(x, spec)
-                  : static_cast<uint8_t>(encode(x / decodedScale, 0, spec,
-                                                format.rounding,
-                                                bitsFor(index)));
+          result.codes[index] = decodedScale == 0.0f
+                                    ? signedZero(x, spec)
+                                    : static_cast<uint8_t>(encode(
+                                          x / decodedScale, 0, spec,
+                                          format.rounding, bitsFor(index)));
         }
       }
   return result;
@@ -254,9 +252,9 @@ std::vector<float> dequantize(const QuantizedTensor &tensor) {
         const uint8_t scale =
             tensor.scales[layout.scaleIndex(o, e / layout.blockSize, i)];
         const float element = decode(tensor.codes[index], spec);
-        values[index] =
-            nvfp4Style ? (element * decodeE4M3(scale)) * tensor.tensorScale
-                       : element * decodeE8M0(scale);
+        values[index] = nvfp4Style
+                            ? (element * decodeE4M3(scale)) * tensor.tensorScale
+                            : element * decodeE8M0(scale);
       }
   return values;
 }

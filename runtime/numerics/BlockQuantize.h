@@ -36,6 +36,10 @@ enum class ScaleFormat : uint8_t { E8M0, E4M3 };
 ///   RCeil: e = ceil(log2(amax / max))             (smallest e that never
 ///                                                  clips; NVIDIA's RCEIL)
 /// e is clamped to [-127, 127]; amax = 0 gives e = -127 (code 0x00).
+/// All four are computed exactly from amax's integer fields (never through
+/// an fp32 log2 or division). For Even, rounding to the largest mantissa
+/// (odd) and the next binade (even) means ties carry: e is one above Floor
+/// iff amax >= (2 - 2^-(m+1)) * 2^floor(log2 amax), m the mantissa bits.
 /// E4M3 (NVFP4) scales ignore the rule: they are rounded to nearest even.
 enum class ScaleRule : uint8_t { Floor, Ceil, Even, RCeil };
 
@@ -67,7 +71,8 @@ struct OperandQuantization {
 std::optional<BlockFormat> blockFormatPreset(std::string_view name);
 
 /// The E8M0 exponent `e` for a block whose largest magnitude is `amax`
-/// (finite, >= 0), per `rule` and the element format `element`.
+/// (finite, >= 0; the sign is ignored, and a non-finite amax gives 127), per
+/// `rule` and the element format `element`.
 int sharedExponent(float amax, ScaleRule rule, const FormatSpec &element);
 
 /// A block-quantized tensor: codes and scales kept apart, one byte each,
@@ -82,17 +87,34 @@ struct QuantizedTensor {
   /// row-major. E8M0 codes for MX, E4M3 codes for NVFP4.
   std::vector<uint8_t> scales;
   /// NVFP4's fp32 per-tensor scale: amax(tensor) / (448 * 6), or 1 when the
-  /// tensor is all zeros. 1 for MX formats.
+  /// tensor is all zeros (or the quotient underflows to 0). 1 for MX formats.
   float tensorScale = 1.0f;
 };
 
 /// Quantizes a row-major tensor of `shape` along `axis` (the extent along
 /// `axis` must be a multiple of the block size; the caller checks).
 ///
+/// MX (E8M0 scales): e = sharedExponent(amaxBlock, rule, element), the scale
+/// code is encodeE8M0(e), and element code = encode(x, e, element, rounding,
+/// bits): the scale is an exact exponent offset, no fp32 division.
+///
+/// NVFP4 (E4M3 scales), in exactly this order of fp32 operations (each one
+/// rounded to nearest even), with max = the element's maxFinite (6 for E2M1):
+///   1. tensorAmax   = max |x| over the finite elements (exact)
+///   2. tensorScale  = tensorAmax / (448.0f * max)   (448 * 6 = 2688, exact);
+///                     if that is 0 (all zeros, or underflow): 1.0f
+///   3. per block: amaxBlock = max |x| over the block (exact)
+///   4. scale code   = encodeE4M3(amaxBlock / (tensorScale * max))
+///                     (product, then quotient; RNE, saturating at 448)
+///   5. decodedScale = decodeE4M3(scale code) * tensorScale
+///   6. element code = encode(x / decodedScale, 0, element, rounding, bits),
+///                     or +-0 (x's sign) if decodedScale is 0.
+///
 /// NaN and Inf: a block containing a NaN or an Inf gets a NaN scale (E8M0
 /// 0xFF, E4M3 0x7F) and all-zero codes, so that it dequantizes to NaN and the
 /// trainer can report it; the other blocks are unaffected. For NVFP4 the
-/// tensor amax ignores non-finite values.
+/// tensor amax ignores non-finite values (the finite values of a NaN block
+/// still count).
 ///
 /// Stochastic rounding draws randomBits(stream, i) for the element at
 /// row-major index i of the whole tensor.
@@ -100,8 +122,13 @@ QuantizedTensor quantize(const float *data, const std::vector<int64_t> &shape,
                          int axis, const BlockFormat &format,
                          const RandomStream &stream = {});
 
-/// The values the codes stand for: code * scale (* tensorScale), in fp32.
-/// Exact for MX (a power of two times an exactly representable value).
+/// The values the codes stand for, in fp32: decode(code) * decodeE8M0(scale)
+/// for MX; (decode(code) * decodeE4M3(scale)) * tensorScale for NVFP4 (the
+/// first product is exact, the second rounds). For MX with E2M1, E4M3 and
+/// E5M2 elements the product is exact unless it reaches 2^128: a block whose
+/// largest value rounds up to 2^128 (E2M1 under Ceil, Even or RCeil: |x| >=
+/// 1.75 * 2^127) dequantizes that value to Inf; referenceGemm(), in fp64,
+/// does not overflow.
 std::vector<float> dequantize(const QuantizedTensor &tensor);
 
 /// Rotate along `axis`, quantize, dequantize, rotate back: what the operand

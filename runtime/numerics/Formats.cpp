@@ -19,20 +19,20 @@ namespace tetra::numerics {
 
 namespace {
 
-// {format, exponentBits, mantissaBits, bias, maxExponent, maxFinite,
-//  hasInfinity, hasNaN, bits}
-constexpr FormatSpec kE2M1 = {ElementFormat::E2M1, 2, 1, 1, 2, 6.0f,
-                              false, false, 4};
-constexpr FormatSpec kE4M3 = {ElementFormat::E4M3, 4, 3, 7, 8, 448.0f,
-                              false, true, 8};
-constexpr FormatSpec kE5M2 = {ElementFormat::E5M2, 5, 2, 15, 15, 57344.0f,
-                              true, true, 8};
-// The largest BF16, (2 - 2^-7) * 2^127 (bits 0x7F7F).
-constexpr FormatSpec kBF16 = {ElementFormat::BF16, 8, 7, 127, 127,
-                              3.38953139e38f, true, true, 16};
-// FLT_MAX, (2 - 2^-23) * 2^127.
-constexpr FormatSpec kF32 = {ElementFormat::F32, 8, 23, 127, 127,
-                             3.40282347e38f, true, true, 32};
+// clang-format off
+// {format,            exp, man, bias, emax, maxFinite,      inf,   NaN,   bits}
+constexpr FormatSpec kE2M1 =
+    {ElementFormat::E2M1, 2,  1,    1,    2, 6.0f,           false, false,  4};
+constexpr FormatSpec kE4M3 =
+    {ElementFormat::E4M3, 4,  3,    7,    8, 448.0f,         false, true,   8};
+constexpr FormatSpec kE5M2 =
+    {ElementFormat::E5M2, 5,  2,   15,   15, 57344.0f,       true,  true,   8};
+// maxFinite: (2 - 2^-7) * 2^127, the BF16 0x7F7F; FLT_MAX, (2 - 2^-23) * 2^127.
+constexpr FormatSpec kBF16 =
+    {ElementFormat::BF16, 8,  7,  127,  127, 3.38953139e38f, true,  true,  16};
+constexpr FormatSpec kF32 =
+    {ElementFormat::F32,  8, 23,  127,  127, 3.40282347e38f, true,  true,  32};
+// clang-format on
 
 /// The FP4/FP8 formats saturate on overflow and on Inf (like `satfinite`);
 /// BF16 and F32 follow IEEE and overflow to Inf.
@@ -99,8 +99,8 @@ bool roundsUp(uint32_t significand, int64_t discarded, uint64_t kept,
     uint32_t fraction32 =
         discarded >= 64
             ? 0
-            : static_cast<uint32_t>((static_cast<uint64_t>(significand) << 32) >>
-                                    discarded);
+            : static_cast<uint32_t>(
+                  (static_cast<uint64_t>(significand) << 32) >> discarded);
     return randomBits < fraction32;
   }
   // significand < 2^24, so beyond 25 discarded bits it is below half an ulp.
@@ -186,8 +186,8 @@ uint32_t encode(float x, int scaleExponent, const FormatSpec &spec,
   if (exponentField == 0xFF) {
     if (fraction != 0)
       return canonicalNaNCode(spec);
-    return signCode | (saturates(spec) ? maxFiniteCode(spec)
-                                       : infinityCode(spec));
+    return signCode |
+           (saturates(spec) ? maxFiniteCode(spec) : infinityCode(spec));
   }
   if (exponentField == 0 && fraction == 0)
     return signCode;
@@ -230,8 +230,8 @@ uint32_t encode(float x, int scaleExponent, const FormatSpec &spec,
       (static_cast<uint64_t>(binade - minExponent) << spec.mantissaBits) +
       magnitude;
   if (code > maxFiniteCode(spec))
-    return signCode | (saturates(spec) ? maxFiniteCode(spec)
-                                       : infinityCode(spec));
+    return signCode |
+           (saturates(spec) ? maxFiniteCode(spec) : infinityCode(spec));
   return signCode | static_cast<uint32_t>(code);
 }
 
@@ -262,9 +262,9 @@ float decode(uint32_t code, const FormatSpec &spec) {
     value = std::ldexp(static_cast<float>(mantissa),
                        1 - spec.bias - spec.mantissaBits);
   else
-    value = std::ldexp(
-        static_cast<float>(mantissa | (1u << spec.mantissaBits)),
-        static_cast<int>(exponentField) - spec.bias - spec.mantissaBits);
+    value = std::ldexp(static_cast<float>(mantissa | (1u << spec.mantissaBits)),
+                       static_cast<int>(exponentField) - spec.bias -
+                           spec.mantissaBits);
   return negative ? -value : value;
 }
 

@@ -40,12 +40,15 @@ struct FormatSpec {
   int maxExponent;
   /// The largest finite magnitude (E2M1: 6, E4M3: 448, E5M2: 57344).
   float maxFinite;
-  bool hasInfinity; ///< E5M2 and BF16 only.
+  bool hasInfinity; ///< E5M2 and BF16 (and the F32 spec).
   bool hasNaN;      ///< All but E2M1.
-  int bits;         ///< Total width: 4, 8 or 16.
+  int bits;         ///< Total width: 4, 8 or 16 (32 for F32).
 };
 
-/// The spec of a format; F32 is not a quantization target and has no spec.
+/// The spec of a format. F32 is not a quantization target; its spec
+/// describes IEEE binary32 (bias 127, maxFinite FLT_MAX) so that generic code
+/// can ask, and encode() with it is the identity on finite values at scale
+/// exponent 0.
 const FormatSpec &formatSpec(ElementFormat format);
 
 std::string_view formatName(ElementFormat format);
@@ -61,20 +64,27 @@ std::optional<Rounding> parseRounding(std::string_view name);
 ///   `satfinite` conversions. (Block quantization treats Inf differently: see
 ///   BlockQuantize.h.)
 /// - BF16 is a plain IEEE cast: Inf stays Inf, a finite value that rounds
-///   beyond the largest BF16 becomes Inf (with NearestEven/NearestAway).
+///   beyond the largest BF16 becomes Inf (NearestEven/NearestAway; with
+///   Stochastic, when it rounds up from the largest finite BF16). BF16
+///   subnormals are produced, never flushed.
 /// - NaN gives the format's canonical NaN (E4M3 0x7F, E5M2 0x7F, BF16 0x7FC0);
 ///   E2M1 has no NaN and gives +0 (the block scale carries the NaN).
 /// - Zero keeps its sign; results that round to zero keep the input's sign.
 /// - `randomBits` is used only for Rounding::Stochastic: the value rounds away
 ///   from zero iff `randomBits < fraction32`, where `fraction32` is the
 ///   discarded magnitude below one unit in the last place of the target,
-///   expressed in units of 2^-32 ulp and truncated (see docs/numerics.md).
+///   expressed in units of 2^-32 ulp and truncated (see docs/numerics.md):
+///   with the 24-bit significand m and D > 0 discarded bits,
+///   fraction32 = low 32 bits of ((uint64_t)m << 32) >> D, and 0 for D >= 64.
+///   Exactly representable values never move.
 uint32_t encode(float x, int scaleExponent, const FormatSpec &spec,
                 Rounding rounding, uint32_t randomBits = 0);
 
 /// Decodes a code of `spec` to fp32 exactly (every E2M1/E4M3/E5M2/BF16 value
 /// is an fp32 value). E2M1 has no NaN; E4M3 codes 0x7F/0xFF are NaN; E5M2
-/// 0x7C/0xFC are +-Inf and 0x7D-0x7F/0xFD-0xFF NaN.
+/// 0x7C/0xFC are +-Inf and 0x7D-0x7F/0xFD-0xFF NaN. FP8 NaN codes decode to
+/// the fp32 NaN 0x7FC00000; BF16 decodes as `code << 16`, payload and all.
+/// Bits above `spec.bits` are ignored.
 float decode(uint32_t code, const FormatSpec &spec);
 
 /// Convenience wrappers, scale exponent 0, round-to-nearest-even unless told.

@@ -42,6 +42,7 @@ std::vector<float> hadamardMatrix(int blockSize);
 ///                       kRotationSignsTensorId}, j) & 1) ? -1 : +1
 /// Both operands of one GEMM draw the same signs (the tensor id is fixed),
 /// which is what keeps their product unchanged.
+/// For a kind other than RandomHadamard: blockSize signs, all +1.
 constexpr uint32_t kRotationSignsTensorId = 0x48414431; // "HAD1"
 std::vector<float> randomHadamardSigns(const Rotation &rotation,
                                        uint32_t step);
@@ -53,8 +54,11 @@ std::vector<float> randomHadamardSigns(const Rotation &rotation,
 /// The arithmetic order is part of the definition (targets reproduce it):
 /// multiply by the signs, then the fast Walsh-Hadamard butterflies in fp32
 /// with stride h = 1, 2, 4, ..., B/2 (pairs (i, i+h): a+b, a-b), then one
-/// multiply by the fp32 constant 1/sqrt(B) (exact for B = 16, 64).
-/// `inverse` applies the transpose (diag(s) * H_B), undoing the rotation.
+/// multiply by the fp32 constant 1/sqrt(B) (exact for B = 16, 64; the fp32
+/// nearest to 1/sqrt(B), bits 0x3E3504F3 and 0x3DB504F3, for B = 32, 128).
+/// hadamardMatrix() uses the same constant.
+/// `inverse` applies the transpose (diag(s) * H_B), undoing the rotation:
+/// the same butterflies, the multiply by 1/sqrt(B), then the signs.
 void rotate(float *data, const AxisView &view, const Rotation &rotation, uint32_t step = 0, bool inverse = false);
 
 } // namespace tetra::numerics

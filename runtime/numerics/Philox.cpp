@@ -42,11 +42,12 @@ std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter,
 
 uint32_t randomBits(const RandomStream &stream, uint64_t index) {
   const uint64_t block = index / 4;
-  const std::array<uint32_t, 4> counter = {
-      static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-      stream.step, stream.tensorId};
-  const std::array<uint32_t, 2> key = {static_cast<uint32_t>(stream.seed),
-                                       static_cast<uint32_t>(stream.seed >> 32)};
+  const std::array<uint32_t, 4> counter = {static_cast<uint32_t>(block),
+                                           static_cast<uint32_t>(block >> 32),
+                                           stream.step, stream.tensorId};
+  const std::array<uint32_t, 2> key = {
+      static_cast<uint32_t>(stream.seed),
+      static_cast<uint32_t>(stream.seed >> 32)};
   return philox4x32(counter, key)[index % 4];
 }
 

@@ -2,7 +2,8 @@
 //
 // fp64 products accumulated in k order. Quantized operands are dequantized in
 // fp64, exactly: a code times its scale (times NVFP4's tensor scale) has at
-// most 2 + 4 + 24 significant bits, so no rounding happens before the sum.
+// most 24 + 4 + 24 < 53 significant bits, so no rounding happens before the
+// sum.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,8 +41,8 @@ std::vector<double> dequantizeExactly(const QuantizedTensor &tensor) {
   return values;
 }
 
-std::vector<double> gemm(const double *a, const double *b, int64_t m,
-                         int64_t n, int64_t k) {
+std::vector<double> gemm(const double *a, const double *b, int64_t m, int64_t n,
+                         int64_t k) {
   std::vector<double> c(m * n, 0.0);
   for (int64_t row = 0; row < m; ++row)
     for (int64_t col = 0; col < n; ++col) {
@@ -71,12 +72,10 @@ std::vector<double> referenceGemm(const QuantizedTensor &a,
   return gemm(wideA.data(), wideB.data(), a.shape[0], b.shape[0], a.shape[1]);
 }
 
-std::vector<double> quantizedGemm(const float *a, const float *b, int64_t m,
-                                  int64_t n, int64_t k,
-                                  const OperandQuantization &lhs,
-                                  const OperandQuantization &rhs,
-                                  const RandomStream &lhsStream,
-                                  const RandomStream &rhsStream) {
+std::vector<double>
+quantizedGemm(const float *a, const float *b, int64_t m, int64_t n, int64_t k,
+              const OperandQuantization &lhs, const OperandQuantization &rhs,
+              const RandomStream &lhsStream, const RandomStream &rhsStream) {
   std::vector<float> rotatedA(a, a + m * k);
   std::vector<float> rotatedB(b, b + n * k);
   rotate(rotatedA.data(), viewAlong({m, k}, 1), lhs.rotation, lhsStream.step);

@@ -247,13 +247,13 @@ TEST(FormatsTest, E4M3AndE5M2Ties) {
     float x;
     uint8_t even, away;
   } e4m3Cases[] = {
-      {1.0625f, 0x38, 0x39},        // 1 | 1.125
-      {1.1875f, 0x3A, 0x3A},        // 1.125 | 1.25
-      {464.0f, 0x7E, 0x7E},         // 448 | (480): saturates either way
-      {0.5f * ulp9, 0x00, 0x01},    // 0 | 2^-9
-      {1.5f * ulp9, 0x02, 0x02},    // 2^-9 | 2^-8
-      {2.5f * ulp9, 0x02, 0x03},    // subnormal tie
-      {7.5f * ulp9, 0x08, 0x08},    // largest subnormal | smallest normal
+      {1.0625f, 0x38, 0x39},     // 1 | 1.125
+      {1.1875f, 0x3A, 0x3A},     // 1.125 | 1.25
+      {464.0f, 0x7E, 0x7E},      // 448 | (480): saturates either way
+      {0.5f * ulp9, 0x00, 0x01}, // 0 | 2^-9
+      {1.5f * ulp9, 0x02, 0x02}, // 2^-9 | 2^-8
+      {2.5f * ulp9, 0x02, 0x03}, // subnormal tie
+      {7.5f * ulp9, 0x08, 0x08}, // largest subnormal | smallest normal
       {-1.0625f, 0xB8, 0xB9},
   };
   for (const auto &c : e4m3Cases) {
@@ -268,7 +268,7 @@ TEST(FormatsTest, E4M3AndE5M2Ties) {
 }
 
 TEST(FormatsTest, BF16Ties) {
-  const float tie = 1.0f + std::ldexp(1.0f, -8);     // 1 | 1 + 2^-7
+  const float tie = 1.0f + std::ldexp(1.0f, -8);        // 1 | 1 + 2^-7
   const float oddTie = 1.0f + 3 * std::ldexp(1.0f, -8); // 1 + 2^-7 | 1 + 2^-6
   EXPECT_EQ(encodeBF16(tie), 0x3F80);
   EXPECT_EQ(encodeBF16(tie, Rounding::NearestAway), 0x3F81);
@@ -285,9 +285,11 @@ TEST(FormatsTest, NearestMatchesAnExhaustiveScan) {
   for (const FormatSpec *spec : {&e2m1(), &e4m3(), &e5m2()}) {
     for (uint64_t i = 0; i < 20000; ++i) {
       const uint32_t bits = randomBits(stream, i);
-      const int exponent = static_cast<int>(bits % 40) - 20 + (spec == &e5m2() ? 0 : -4);
-      const float x = std::ldexp(1.0f + (bits >> 9) * std::ldexp(1.0f, -23),
-                                 exponent) * ((bits >> 8) & 1 ? -1.0f : 1.0f);
+      const int exponent =
+          static_cast<int>(bits % 40) - 20 + (spec == &e5m2() ? 0 : -4);
+      const float x =
+          std::ldexp(1.0f + (bits >> 9) * std::ldexp(1.0f, -23), exponent) *
+          ((bits >> 8) & 1 ? -1.0f : 1.0f);
       ASSERT_EQ(encode(x, 0, *spec, Rounding::NearestEven),
                 nearestCodeByScan(x, *spec, false))
           << x;
@@ -351,9 +353,9 @@ TEST(FormatsTest, Saturation) {
   EXPECT_EQ(encodeBF16(std::numeric_limits<float>::max()), 0x7F80);
   EXPECT_EQ(encodeBF16(bitsToFloat(0x7F7F7FFF)), 0x7F7F); // below the tie
   EXPECT_EQ(encodeBF16(bitsToFloat(0x7F7F8000)), 0x7F80); // tie, odd -> up
-  EXPECT_EQ(encodeBF16(bitsToFloat(0x7F7F8000), Rounding::Stochastic,
-                       0xFFFFFFFF),
-            0x7F7F);
+  EXPECT_EQ(
+      encodeBF16(bitsToFloat(0x7F7F8000), Rounding::Stochastic, 0xFFFFFFFF),
+      0x7F7F);
   EXPECT_EQ(encodeBF16(bitsToFloat(0x7F7F8000), Rounding::Stochastic, 0),
             0x7F80);
 }
@@ -381,37 +383,35 @@ TEST(FormatsTest, SubnormalInputs) {
   EXPECT_EQ(encodeBF16(bitsToFloat(0x80000001)), 0x8000);
   // 2^-134 is half the smallest BF16 subnormal 2^-133: a tie.
   EXPECT_EQ(encodeBF16(bitsToFloat(0x00008000)), 0x0000);
-  EXPECT_EQ(encodeBF16(bitsToFloat(0x00008000), Rounding::NearestAway),
-            0x0001);
+  EXPECT_EQ(encodeBF16(bitsToFloat(0x00008000), Rounding::NearestAway), 0x0001);
   EXPECT_EQ(encodeBF16(bitsToFloat(0x00028000)), 0x0002); // 2.5 * 2^-133
-  EXPECT_EQ(encodeBF16(bitsToFloat(0x00028000), Rounding::NearestAway),
-            0x0003);
+  EXPECT_EQ(encodeBF16(bitsToFloat(0x00028000), Rounding::NearestAway), 0x0003);
 
   // Subnormal fp32 inputs brought into range by the scale exponent.
   const float oneAndHalf = bitsToFloat(0x000C0000); // 1.5 * 2^-130
   EXPECT_EQ(encode(oneAndHalf, -130, e2m1(), Rounding::NearestEven), 0x3u);
-  EXPECT_EQ(encode(bitsToFloat(0x00000001), -149, e2m1(),
-                   Rounding::NearestEven),
-            0x2u); // 1.0
-  EXPECT_EQ(encode(bitsToFloat(0x00000001), -150, e2m1(),
-                   Rounding::NearestEven),
-            0x4u); // 2.0
-  EXPECT_EQ(encode(bitsToFloat(0x80000001), -152, e2m1(),
-                   Rounding::NearestEven),
-            0xFu); // -8 saturates to -6
+  EXPECT_EQ(
+      encode(bitsToFloat(0x00000001), -149, e2m1(), Rounding::NearestEven),
+      0x2u); // 1.0
+  EXPECT_EQ(
+      encode(bitsToFloat(0x00000001), -150, e2m1(), Rounding::NearestEven),
+      0x4u); // 2.0
+  EXPECT_EQ(
+      encode(bitsToFloat(0x80000001), -152, e2m1(), Rounding::NearestEven),
+      0xFu); // -8 saturates to -6
   EXPECT_EQ(encode(oneAndHalf, -135, e4m3(), Rounding::NearestEven),
             0x64u); // 48
   // Into E5M2's subnormals (steps of 2^-16): 5 * 2^-149 * 2^131 =
   // 1.25 * 2^-16 and 3 * 2^-149 * 2^132 = 1.5 * 2^-16 (a tie).
-  EXPECT_EQ(encode(bitsToFloat(0x00000005), -131, e5m2(),
-                   Rounding::NearestEven),
-            0x01u);
-  EXPECT_EQ(encode(bitsToFloat(0x00000003), -132, e5m2(),
-                   Rounding::NearestEven),
-            0x02u);
-  EXPECT_EQ(encode(bitsToFloat(0x00000003), -132, e5m2(),
-                   Rounding::NearestAway),
-            0x02u);
+  EXPECT_EQ(
+      encode(bitsToFloat(0x00000005), -131, e5m2(), Rounding::NearestEven),
+      0x01u);
+  EXPECT_EQ(
+      encode(bitsToFloat(0x00000003), -132, e5m2(), Rounding::NearestEven),
+      0x02u);
+  EXPECT_EQ(
+      encode(bitsToFloat(0x00000003), -132, e5m2(), Rounding::NearestAway),
+      0x02u);
 }
 
 TEST(FormatsTest, SignedZero) {
@@ -441,11 +441,9 @@ TEST(FormatsTest, StochasticProbabilityMapping) {
   EXPECT_EQ(encodeE2M1(1.2f, Rounding::Stochastic, 0), 0x3);
   EXPECT_EQ(encodeE2M1(1.2f, Rounding::Stochastic, 0xFFFFFFFF), 0x2);
   // Target subnormal: 2^-11 is a quarter of E4M3's 2^-9.
-  EXPECT_EQ(encodeE4M3(std::ldexp(1.0f, -11), Rounding::Stochastic,
-                       0x3FFFFFFF),
+  EXPECT_EQ(encodeE4M3(std::ldexp(1.0f, -11), Rounding::Stochastic, 0x3FFFFFFF),
             0x01);
-  EXPECT_EQ(encodeE4M3(std::ldexp(1.0f, -11), Rounding::Stochastic,
-                       0x40000000),
+  EXPECT_EQ(encodeE4M3(std::ldexp(1.0f, -11), Rounding::Stochastic, 0x40000000),
             0x00);
   // Below zero's ulp: E2M1's ulp there is 0.5; 2^-33 is 2^-32 ulp
   // (fraction32 = 1), 2^-40 is 2^-39 ulp (fraction32 truncates to 0).
@@ -459,12 +457,12 @@ TEST(FormatsTest, StochasticProbabilityMapping) {
   for (uint32_t bits : {0u, 0x80000000u, 0xFFFFFFFFu})
     EXPECT_EQ(encodeE2M1(1.5f, Rounding::Stochastic, bits), 0x3);
   // BF16: 1 + 2^-9 is a quarter ulp above 1.
-  EXPECT_EQ(encodeBF16(1.0f + std::ldexp(1.0f, -9), Rounding::Stochastic,
-                       0x3FFFFFFF),
-            0x3F81);
-  EXPECT_EQ(encodeBF16(1.0f + std::ldexp(1.0f, -9), Rounding::Stochastic,
-                       0x40000000),
-            0x3F80);
+  EXPECT_EQ(
+      encodeBF16(1.0f + std::ldexp(1.0f, -9), Rounding::Stochastic, 0x3FFFFFFF),
+      0x3F81);
+  EXPECT_EQ(
+      encodeBF16(1.0f + std::ldexp(1.0f, -9), Rounding::Stochastic, 0x40000000),
+      0x3F80);
 }
 
 TEST(FormatsTest, StochasticIsReproducible) {
@@ -473,10 +471,10 @@ TEST(FormatsTest, StochasticIsReproducible) {
   int differences = 0;
   for (uint64_t i = 0; i < 4096; ++i) {
     const float x = 0.1f + 0.001f * static_cast<float>(i % 1000);
-    const uint8_t first = encodeE4M3(x, Rounding::Stochastic,
-                                     randomBits(stream, i));
-    const uint8_t second = encodeE4M3(x, Rounding::Stochastic,
-                                      randomBits(stream, i));
+    const uint8_t first =
+        encodeE4M3(x, Rounding::Stochastic, randomBits(stream, i));
+    const uint8_t second =
+        encodeE4M3(x, Rounding::Stochastic, randomBits(stream, i));
     EXPECT_EQ(first, second);
     differences +=
         first != encodeE4M3(x, Rounding::Stochastic, randomBits(otherSeed, i));

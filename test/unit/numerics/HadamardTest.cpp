@@ -88,8 +88,8 @@ TEST(HadamardTest, RotateEqualsDenseProduct) {
         for (int i = 0; i < b; ++i) {
           double expected = 0.0;
           for (int j = 0; j < b; ++j)
-            expected += static_cast<double>(h[i * b + j]) * signs[j] *
-                        x[block * b + j];
+            expected +=
+                static_cast<double>(h[i * b + j]) * signs[j] * x[block * b + j];
           EXPECT_NEAR(y[block * b + i], expected, 1e-5) << b << " " << i;
         }
     }
@@ -188,9 +188,9 @@ TEST(HadamardTest, RandomSigns) {
   // PerStep at step 0 is Fixed.
   EXPECT_EQ(randomHadamardSigns(perStep, 0), randomHadamardSigns(fixed, 5));
   // Another seed, other signs.
-  EXPECT_NE(randomHadamardSigns(fixed, 0),
-            randomHadamardSigns(randomHadamard(128, SignSchedule::Fixed, 78),
-                                0));
+  EXPECT_NE(
+      randomHadamardSigns(fixed, 0),
+      randomHadamardSigns(randomHadamard(128, SignSchedule::Fixed, 78), 0));
   // The documented formula, and both signs occur.
   const std::vector<float> signs = randomHadamardSigns(perStep, 6);
   int negatives = 0;
@@ -213,8 +213,8 @@ TEST(HadamardTest, RandomSigns) {
 
 TEST(HadamardTest, RotatingBothOperandsKeepsTheProduct) {
   const int64_t m = 4, n = 3, k = 256;
-  for (const Rotation &rotation :
-       {hadamard(32), hadamard(128), randomHadamard(64, SignSchedule::PerStep)}) {
+  for (const Rotation &rotation : {hadamard(32), hadamard(128),
+                                   randomHadamard(64, SignSchedule::PerStep)}) {
     std::vector<float> a = randomValues(m * k, 10), b = randomValues(n * k, 11);
     std::vector<double> before(m * n, 0.0), after(m * n, 0.0);
     for (int64_t i = 0; i < m; ++i)
@@ -231,5 +231,49 @@ TEST(HadamardTest, RotatingBothOperandsKeepsTheProduct) {
     // the block norm); over K = 256 terms of size ~1 that is well below 1e-4.
     for (int64_t i = 0; i < m * n; ++i)
       EXPECT_NEAR(after[i], before[i], 1e-4) << i;
+  }
+}
+
+TEST(HadamardTest, ArithmeticOrderIsPinned) {
+  // The documented order, written out independently: signs, butterflies with
+  // strides 1, 2, ..., B/2 on pairs (i, i + h), then one fp32 multiply by
+  // 1/sqrt(B). The result must match bit for bit; a different stride order
+  // is the same matrix in exact arithmetic but rounds differently.
+  for (int b : kBlockSizes) {
+    const Rotation rotation = randomHadamard(b, SignSchedule::Fixed, 5);
+    const std::vector<float> signs = randomHadamardSigns(rotation, 0);
+    const float scale = hadamardMatrix(b)[0];
+    const std::vector<float> x = randomValues(b, 100 + b);
+    std::vector<float> expected = x, reversed = x;
+    for (int j = 0; j < b; ++j) {
+      expected[j] *= signs[j];
+      reversed[j] *= signs[j];
+    }
+    for (int h = 1; h < b; h *= 2)
+      for (int i = 0; i < b; ++i)
+        if (!(i & h)) {
+          const float p = expected[i], q = expected[i + h];
+          expected[i] = p + q;
+          expected[i + h] = p - q;
+        }
+    for (int h = b / 2; h >= 1; h /= 2)
+      for (int i = 0; i < b; ++i)
+        if (!(i & h)) {
+          const float p = reversed[i], q = reversed[i + h];
+          reversed[i] = p + q;
+          reversed[i + h] = p - q;
+        }
+    for (int j = 0; j < b; ++j) {
+      expected[j] *= scale;
+      reversed[j] *= scale;
+    }
+    std::vector<float> y = x;
+    rotate(y.data(), AxisView{1, b, 1}, rotation);
+    int differences = 0;
+    for (int j = 0; j < b; ++j) {
+      EXPECT_EQ(floatBits(y[j]), floatBits(expected[j])) << b << " " << j;
+      differences += floatBits(y[j]) != floatBits(reversed[j]);
+    }
+    EXPECT_GT(differences, 0) << b;
   }
 }

@@ -48,8 +48,8 @@ TEST(PhiloxTest, StreamLayout) {
 TEST(PhiloxTest, StreamsAreIndependent) {
   // Changing any part of the key or counter changes the bits.
   const RandomStream base{7, 1, 2};
-  const RandomStream streams[] = {{8, 1, 2}, {7ull | (1ull << 40), 1, 2},
-                                  {7, 2, 2}, {7, 1, 3}};
+  const RandomStream streams[] = {
+      {8, 1, 2}, {7ull | (1ull << 40), 1, 2}, {7, 2, 2}, {7, 1, 3}};
   for (const RandomStream &other : streams) {
     int same = 0;
     for (uint64_t i = 0; i < 256; ++i)

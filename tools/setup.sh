@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what Tetra needs to build and test, with apt-get, on Debian 12
+# (bookworm; LLVM/MLIR 22 come from bookworm-security). Idempotent: installs
+# only what is missing, and touches the package lists only then.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build ccache python3
+  clang-22 lld-22 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+  libgtest-dev
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null |
+      grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
