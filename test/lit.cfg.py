@@ -13,6 +13,7 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.tetra_obj_root, "test")
 
 config.substitutions.append(("%tetra_src_root", config.tetra_src_root))
+config.substitutions.append(("%tetra_obj_root", config.tetra_obj_root))
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(

@@ -52,8 +52,7 @@ Expected<AtomicFileWriter> AtomicFileWriter::create(const std::string &path) {
   for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
     buffer = directory + "/." + base + ".tmp." + std::to_string(::getpid()) +
              "." + std::to_string(counter.fetch_add(1));
-    fd = ::open(buffer.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                0666);
+    fd = ::open(buffer.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST)
       break;
   }
@@ -147,8 +146,7 @@ Status AtomicFileWriter::commit() {
   return success();
 }
 
-Status writeFileAtomically(const std::string &path,
-                           std::string_view contents) {
+Status writeFileAtomically(const std::string &path, std::string_view contents) {
   Expected<AtomicFileWriter> writer = AtomicFileWriter::create(path);
   if (!writer)
     return writer.error();

@@ -189,8 +189,8 @@ size_t utf8SequenceLength(const unsigned char *p, const unsigned char *end) {
 class JsonParser {
 public:
   JsonParser(std::string_view text, const JsonParseOptions &options)
-      : begin_(text.data()), pos_(text.data()),
-        end_(text.data() + text.size()), options_(options) {}
+      : begin_(text.data()), pos_(text.data()), end_(text.data() + text.size()),
+        options_(options) {}
 
   Expected<JsonValue> parseDocument() {
     JsonValue value;
@@ -377,8 +377,10 @@ private:
       std::vector<size_t> order(count);
       for (size_t i = 0; i < count; ++i)
         order[i] = i;
+      // Equal keys sort in document order, so order[i] is the later one.
       std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        return members[a].key < members[b].key;
+        int compare = members[a].key.compare(members[b].key);
+        return compare != 0 ? compare < 0 : a < b;
       });
       for (size_t i = 1; i < count; ++i)
         if (members[order[i]].key == members[order[i - 1]].key)

@@ -15,7 +15,8 @@
 #include <unordered_set>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "safetensors data is little-endian; this reader assumes a little-endian host"
+#error                                                                         \
+    "safetensors data is little-endian; this reader assumes a little-endian host"
 #endif
 
 namespace tetra::io {
@@ -33,14 +34,14 @@ struct DtypeEntry {
 };
 
 constexpr DtypeEntry kDtypes[] = {
-    {Dtype::Bool, "BOOL", 1},       {Dtype::U8, "U8", 1},
-    {Dtype::I8, "I8", 1},           {Dtype::U16, "U16", 2},
-    {Dtype::I16, "I16", 2},         {Dtype::F16, "F16", 2},
-    {Dtype::BF16, "BF16", 2},       {Dtype::U32, "U32", 4},
-    {Dtype::I32, "I32", 4},         {Dtype::F32, "F32", 4},
-    {Dtype::U64, "U64", 8},         {Dtype::I64, "I64", 8},
-    {Dtype::F64, "F64", 8},         {Dtype::F8E4M3, "F8_E4M3", 1},
-    {Dtype::F8E5M2, "F8_E5M2", 1},  {Dtype::F8E8M0, "F8_E8M0", 1},
+    {Dtype::Bool, "BOOL", 1},      {Dtype::U8, "U8", 1},
+    {Dtype::I8, "I8", 1},          {Dtype::U16, "U16", 2},
+    {Dtype::I16, "I16", 2},        {Dtype::F16, "F16", 2},
+    {Dtype::BF16, "BF16", 2},      {Dtype::U32, "U32", 4},
+    {Dtype::I32, "I32", 4},        {Dtype::F32, "F32", 4},
+    {Dtype::U64, "U64", 8},        {Dtype::I64, "I64", 8},
+    {Dtype::F64, "F64", 8},        {Dtype::F8E4M3, "F8_E4M3", 1},
+    {Dtype::F8E5M2, "F8_E5M2", 1}, {Dtype::F8E8M0, "F8_E8M0", 1},
 };
 
 const DtypeEntry &dtypeEntry(Dtype dtype) {
@@ -99,8 +100,8 @@ uint16_t floatToHalf(float value) {
   if (magnitude >= 0x477FF000)
     return sign | 0x7C00;
   if (magnitude >= 0x38800000) { // Normal: >= 2^-14.
-    uint32_t half = ((magnitude >> 23) - 127 + 15) << 10 |
-                    ((magnitude >> 13) & 0x3FF);
+    uint32_t half =
+        ((magnitude >> 23) - 127 + 15) << 10 | ((magnitude >> 13) & 0x3FF);
     uint32_t rest = magnitude & 0x1FFF;
     if (rest > 0x1000 || (rest == 0x1000 && (half & 1)))
       ++half; // A carry into the exponent is the correct next value.
@@ -169,7 +170,9 @@ int64_t TensorInfo::numElements() const {
 
 namespace {
 
-std::string quoted(std::string_view name) { return "'" + std::string(name) + "'"; }
+std::string quoted(std::string_view name) {
+  return "'" + std::string(name) + "'";
+}
 
 std::string offsetsToString(uint64_t begin, uint64_t end) {
   return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
@@ -384,8 +387,7 @@ Status SafetensorsFile::parseHeader(std::string_view header,
                    " appears more than once in the header");
     TensorInfo info;
     info.name = member.key;
-    if (Status status = parseTensorEntry(member.value, info, dataSize);
-        !status)
+    if (Status status = parseTensorEntry(member.value, info, dataSize); !status)
       return status;
     tensors_.push_back(std::move(info));
   }
@@ -560,7 +562,28 @@ Status SafetensorsWriter::addFloatTensor(std::string name, Dtype dtype,
   return addTensor(std::move(name), dtype, std::move(shape), std::move(bytes));
 }
 
+std::vector<size_t> SafetensorsWriter::dataOrder() const {
+  // Widest elements first, otherwise in the order added: with the data
+  // section 8-byte aligned, every tensor then starts at a multiple of its
+  // element size, as the reference writer arranges it.
+  std::vector<size_t> order(tensors_.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    size_t sizeA = dtypeSize(tensors_[a].dtype);
+    size_t sizeB = dtypeSize(tensors_[b].dtype);
+    return sizeA != sizeB ? sizeA > sizeB : a < b;
+  });
+  return order;
+}
+
 std::string SafetensorsWriter::header() const {
+  std::vector<uint64_t> begins(tensors_.size());
+  uint64_t offset = 0;
+  for (size_t index : dataOrder()) {
+    begins[index] = offset;
+    offset += tensors_[index].bytes.size();
+  }
   JsonValue root = JsonValue::object();
   if (!metadata_.empty()) {
     JsonValue metadata = JsonValue::object();
@@ -568,8 +591,8 @@ std::string SafetensorsWriter::header() const {
       metadata.set(entry.first, JsonValue::string(entry.second));
     root.set("__metadata__", std::move(metadata));
   }
-  uint64_t offset = 0;
-  for (const Entry &entry : tensors_) {
+  for (size_t index = 0; index < tensors_.size(); ++index) {
+    const Entry &entry = tensors_[index];
     JsonValue tensor = JsonValue::object();
     tensor.set("dtype", JsonValue::string(std::string(dtypeName(entry.dtype))));
     JsonValue shape = JsonValue::array();
@@ -577,9 +600,10 @@ std::string SafetensorsWriter::header() const {
       shape.push(JsonValue::integer(dimension));
     tensor.set("shape", std::move(shape));
     JsonValue offsets = JsonValue::array();
-    offsets.push(JsonValue::integer(static_cast<int64_t>(offset)));
-    offset += entry.bytes.size();
-    offsets.push(JsonValue::integer(static_cast<int64_t>(offset)));
+    uint64_t begin = begins[index];
+    offsets.push(JsonValue::integer(static_cast<int64_t>(begin)));
+    offsets.push(
+        JsonValue::integer(static_cast<int64_t>(begin + entry.bytes.size())));
     tensor.set("data_offsets", std::move(offsets));
     root.members().push_back(JsonMember{entry.name, std::move(tensor)});
   }
@@ -603,10 +627,12 @@ Status SafetensorsWriter::write(const std::string &path) const {
     return status;
   if (Status status = file->write(headerText); !status)
     return status;
-  for (const Entry &entry : tensors_)
+  for (size_t index : dataOrder()) {
+    const Entry &entry = tensors_[index];
     if (Status status = file->write(entry.bytes.data(), entry.bytes.size());
         !status)
       return status;
+  }
   return file->commit();
 }
 

@@ -128,9 +128,10 @@ private:
   std::vector<std::pair<std::string, std::string>> metadata_;
 };
 
-/// Collects tensors and writes them as one safetensors file. Tensors are
-/// stored in the order added; the header pads with spaces to a multiple of 8
-/// bytes so the data section starts aligned.
+/// Collects tensors and writes them as one safetensors file. The header lists
+/// the tensors in the order added and pads with spaces to a multiple of 8
+/// bytes; the data section holds the widest dtypes first, so that every
+/// tensor's data is aligned to its element size.
 class SafetensorsWriter {
 public:
   /// Adds or replaces an entry of "__metadata__".
@@ -165,6 +166,9 @@ private:
     std::vector<int64_t> shape;
     std::vector<uint8_t> bytes;
   };
+  /// Indices into tensors_ in data-section order.
+  std::vector<size_t> dataOrder() const;
+
   std::vector<Entry> tensors_;
   std::vector<std::pair<std::string, std::string>> metadata_;
 };

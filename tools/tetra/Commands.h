@@ -1,0 +1,36 @@
+//===- Commands.h - The subcommands of the tetra driver ---------*- C++ -*-===//
+//
+// `tetra <command> [options]`: each command lives in its own file and
+// exposes an entry point and a help printer; tetra.cpp lists them in one
+// table. Adding a command is a new file plus one line in that table.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TETRA_TOOLS_TETRA_COMMANDS_H
+#define TETRA_TOOLS_TETRA_COMMANDS_H
+
+#include <string_view>
+#include <vector>
+
+namespace tetra::driver {
+
+/// A command's entry point: its arguments (after the command name); returns
+/// the process exit status.
+using CommandMain = int (*)(const std::vector<std::string_view> &args);
+/// Prints the command's --help text to stdout.
+using CommandHelp = void (*)();
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;
+  CommandMain run;
+  CommandHelp printHelp;
+};
+
+/// tools/tetra/QuantizeCommand.cpp
+int quantizeMain(const std::vector<std::string_view> &args);
+void printQuantizeHelp();
+
+} // namespace tetra::driver
+
+#endif // TETRA_TOOLS_TETRA_COMMANDS_H

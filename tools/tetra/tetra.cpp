@@ -1,0 +1,104 @@
+//===- tetra.cpp - The Tetra driver ---------------------------------------===//
+//
+// `tetra <command> [options]`. The commands are listed in kCommands; each is
+// implemented in its own file (see Commands.h). Today: quantize. Planned:
+// check, explain-policy, emit, compile, train.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/tetra/Commands.h"
+
+#include <cstdio>
+#include <string>
+
+using namespace tetra::driver;
+
+namespace {
+
+constexpr const char *kVersion = "0.1.0";
+
+const Command kCommands[] = {
+    {"quantize",
+     "quantize the tensors of a safetensors file and report the error",
+     quantizeMain, printQuantizeHelp},
+};
+
+const Command *findCommand(std::string_view name) {
+  for (const Command &command : kCommands)
+    if (command.name == name)
+      return &command;
+  return nullptr;
+}
+
+void printUsage() {
+  std::printf("Tetra: a compiler and trainer for quantized LLM training.\n"
+              "\n"
+              "USAGE: tetra <command> [options]\n"
+              "       tetra <command> --help\n"
+              "       tetra --version\n"
+              "\n"
+              "COMMANDS:\n");
+  for (const Command &command : kCommands)
+    std::printf("  %-12s %.*s\n", std::string(command.name).c_str(),
+                static_cast<int>(command.summary.size()),
+                command.summary.data());
+  std::printf("\nRun 'tetra <command> --help' for a command's options.\n");
+}
+
+std::string commandList() {
+  std::string list;
+  for (const Command &command : kCommands) {
+    if (!list.empty())
+      list += ", ";
+    list += command.name;
+  }
+  return list;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    std::fprintf(stderr,
+                 "tetra: error: no command given (commands: %s; see "
+                 "'tetra --help')\n",
+                 commandList().c_str());
+    return 1;
+  }
+  std::string_view first = argv[1];
+  if (first == "--help" || first == "-h" || first == "help") {
+    if (first == "help" && argc > 2) {
+      if (const Command *command = findCommand(argv[2])) {
+        command->printHelp();
+        return 0;
+      }
+      std::fprintf(stderr,
+                   "tetra: error: unknown command '%s' (commands: %s)\n",
+                   argv[2], commandList().c_str());
+      return 1;
+    }
+    printUsage();
+    return 0;
+  }
+  if (first == "--version") {
+    std::printf("tetra version %s\n", kVersion);
+    return 0;
+  }
+  if (!first.empty() && first[0] == '-') {
+    std::fprintf(stderr,
+                 "tetra: error: unknown option '%s' before the command (see "
+                 "'tetra --help')\n",
+                 argv[1]);
+    return 1;
+  }
+  const Command *command = findCommand(first);
+  if (!command) {
+    std::fprintf(stderr,
+                 "tetra: error: unknown command '%s' (commands: %s; see "
+                 "'tetra --help')\n",
+                 argv[1], commandList().c_str());
+    return 1;
+  }
+  std::vector<std::string_view> args(argv + 2, argv + argc);
+  return command->run(args);
+}
