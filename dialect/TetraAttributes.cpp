@@ -4,8 +4,10 @@
 // grammar (docs/dialect/TetraDialect.md has it with examples):
 //
 //   rotation      ::= `none` | `hadamard` `<` int `>`
-//                   | `random_hadamard` `<` int `,` (`fixed`|`per_step`) `,` int `>`
-//   operand-quant ::= (preset | element-format [`block` int `scale` scale-format [rule]])
+//                   | `random_hadamard` `<` int `,` (`fixed`|`per_step`) `,`
+//                   int `>`
+//   operand-quant ::= (preset | element-format [`block` int `scale`
+//   scale-format [rule]])
 //                     (`rule` rule | `round` rounding | `rotate` rotation)*
 //   gemm-policy   ::= operand-quant [`acc` type]
 //                   | `{` `lhs` `=` operand-quant `,` `rhs` `=` operand-quant
@@ -105,8 +107,8 @@ Attribute BlockScaleAttr::parse(AsmParser &parser, Type) {
   if (parser.parseLess() ||
       failed(blockSize = parsePositiveInteger(parser, "block size")) ||
       parser.parseComma() ||
-      failed(scaleFormat = parseEnumKeyword<ScaleFormat>(parser,
-                                                         "scale format")))
+      failed(scaleFormat =
+                 parseEnumKeyword<ScaleFormat>(parser, "scale format")))
     return {};
   ScaleRule rule = ScaleRule::Floor;
   if (succeeded(parser.parseOptionalComma())) {
@@ -118,8 +120,8 @@ Attribute BlockScaleAttr::parse(AsmParser &parser, Type) {
   }
   if (parser.parseGreater())
     return {};
-  return parser.getChecked<BlockScaleAttr>(loc, parser.getContext(),
-                                           *blockSize, *scaleFormat, rule);
+  return parser.getChecked<BlockScaleAttr>(loc, parser.getContext(), *blockSize,
+                                           *scaleFormat, rule);
 }
 
 void BlockScaleAttr::print(AsmPrinter &printer) const {
@@ -146,8 +148,7 @@ LogicalResult RotationAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "rotation 'none' takes no parameters";
     return success();
   }
-  if (blockSize != 16 && blockSize != 32 && blockSize != 64 &&
-      blockSize != 128)
+  if (blockSize != 16 && blockSize != 32 && blockSize != 64 && blockSize != 128)
     return emitError() << "Hadamard block must be 16, 32, 64 or 128, got "
                        << blockSize;
   if (kind == RotationKind::Hadamard &&
@@ -381,8 +382,7 @@ static OperandQuantAttr parseOperandQuantBody(AsmParser &parser) {
           parseEnumKeyword<ScaleRule>(parser, "scale rule");
       if (failed(rule))
         return {};
-      if (!blockScale ||
-          blockScale.getScaleFormat() != ScaleFormat::E8M0) {
+      if (!blockScale || blockScale.getScaleFormat() != ScaleFormat::E8M0) {
         parser.emitError(modifierLoc)
             << "a scale rule applies only to e8m0 block scales";
         return {};
@@ -390,8 +390,8 @@ static OperandQuantAttr parseOperandQuantBody(AsmParser &parser) {
       blockScale = BlockScaleAttr::get(context, blockScale.getBlockSize(),
                                        ScaleFormat::E8M0, *rule);
     } else if (succeeded(parser.parseOptionalKeyword("round"))) {
-      FailureOr<Rounding> parsed = parseEnumKeyword<Rounding>(parser,
-                                                              "rounding");
+      FailureOr<Rounding> parsed =
+          parseEnumKeyword<Rounding>(parser, "rounding");
       if (failed(parsed))
         return {};
       rounding = *parsed;
@@ -586,9 +586,9 @@ Attribute PolicyAttr::parse(AsmParser &parser, Type) {
     return {};
   for (unsigned i = 0; i < 3; ++i) {
     if (!roles[i]) {
-      parser.emitError(loc) << "policy has no '"
-                            << stringifyRole(static_cast<Role>(i))
-                            << "' role; every role must be given";
+      parser.emitError(loc)
+          << "policy has no '" << stringifyRole(static_cast<Role>(i))
+          << "' role; every role must be given";
       return {};
     }
   }

@@ -57,13 +57,13 @@ static LogicalResult verifyRotationExtent(Operation *op, int64_t extent,
   if (rotation.isNone() || ShapedType::isDynamic(extent))
     return success();
   if (rotation.getBlockSize() > extent)
-    return op->emitOpError() << "rotation block " << rotation.getBlockSize()
-                             << " is larger than the " << what << " size "
-                             << extent;
+    return op->emitOpError()
+           << "rotation block " << rotation.getBlockSize()
+           << " is larger than the " << what << " size " << extent;
   if (extent % rotation.getBlockSize() != 0)
-    return op->emitOpError() << "rotation block " << rotation.getBlockSize()
-                             << " does not divide the " << what << " size "
-                             << extent;
+    return op->emitOpError()
+           << "rotation block " << rotation.getBlockSize()
+           << " does not divide the " << what << " size " << extent;
   return success();
 }
 
@@ -72,9 +72,9 @@ static LogicalResult verifyRotationExtent(Operation *op, int64_t extent,
 static LogicalResult verifyExtent(Operation *op, int64_t extent,
                                   OperandQuantAttr quant, StringRef what) {
   if (!ShapedType::isDynamic(extent) && extent % quant.getBlockSize() != 0)
-    return op->emitOpError() << what << " size " << extent
-                             << " is not divisible by the block size "
-                             << quant.getBlockSize();
+    return op->emitOpError()
+           << what << " size " << extent
+           << " is not divisible by the block size " << quant.getBlockSize();
   return verifyRotationExtent(op, extent, quant.getRotation(), what);
 }
 
@@ -93,12 +93,10 @@ LogicalResult MatmulOp::verify() {
   if (!sizesMatch(lhsK, rhsK))
     return emitOpError() << "shapes do not multiply: op(lhs) is "
                          << formatShape({m, lhsK}) << " and op(rhs) is "
-                         << formatShape({rhsK, n})
-                         << " (transposes applied)";
+                         << formatShape({rhsK, n}) << " (transposes applied)";
   if (!sizesMatch(result[0], m) || !sizesMatch(result[1], n))
     return emitOpError() << "result is " << formatShape(result)
-                         << " but op(lhs) · op(rhs) is "
-                         << formatShape({m, n});
+                         << " but op(lhs) · op(rhs) is " << formatShape({m, n});
 
   GemmPolicyAttr policy = getGemmPolicy();
   std::string role = stringifyRole(getRole()).str();
@@ -121,13 +119,10 @@ LogicalResult MatmulOp::verify() {
 
 /// The checks quantize and dequantize share: the values' shape `shape`
 /// against the codes, scales and per-tensor scale, for `quant` along `axis`.
-static LogicalResult verifyQuantizedLayout(Operation *op,
-                                           ArrayRef<int64_t> shape,
-                                           int64_t axis,
-                                           OperandQuantAttr quant,
-                                           RankedTensorType codes,
-                                           RankedTensorType scales,
-                                           Value tensorScale) {
+static LogicalResult
+verifyQuantizedLayout(Operation *op, ArrayRef<int64_t> shape, int64_t axis,
+                      OperandQuantAttr quant, RankedTensorType codes,
+                      RankedTensorType scales, Value tensorScale) {
   if (!quant.getBlockScale())
     return op->emitOpError()
            << "needs a block-scaled format (e2m1, e4m3 or e5m2), got "
@@ -146,18 +141,18 @@ static LogicalResult verifyQuantizedLayout(Operation *op,
     return op->emitOpError() << "codes are " << formatShape(codes.getShape())
                              << " but the values are " << formatShape(shape);
   if (codes.getElementType() != quant.getCodeType())
-    return op->emitOpError() << "codes must be " << quant.getCodeType()
-                             << " for " << quant << ", got "
-                             << codes.getElementType();
+    return op->emitOpError()
+           << "codes must be " << quant.getCodeType() << " for " << quant
+           << ", got " << codes.getElementType();
 
   SmallVector<int64_t> scaleShape(shape);
   if (!ShapedType::isDynamic(scaleShape[axis]))
     scaleShape[axis] /= quant.getBlockSize();
   if (scales.getShape() != ArrayRef<int64_t>(scaleShape))
-    return op->emitOpError() << "scales must be " << formatShape(scaleShape)
-                             << " (one per block of " << quant.getBlockSize()
-                             << " along axis " << axis << "), got "
-                             << formatShape(scales.getShape());
+    return op->emitOpError()
+           << "scales must be " << formatShape(scaleShape)
+           << " (one per block of " << quant.getBlockSize() << " along axis "
+           << axis << "), got " << formatShape(scales.getShape());
   if (scales.getElementType() != quant.getScaleType())
     return op->emitOpError() << "scales must be " << quant.getScaleType()
                              << ", got " << scales.getElementType();
@@ -175,12 +170,12 @@ static LogicalResult verifyQuantizedLayout(Operation *op,
 
 LogicalResult QuantizeOp::verify() {
   OperandQuantAttr quant = getQuant();
-  if (failed(verifyQuantizedLayout(
-          *this, getInput().getType().getShape(), getAxis(), quant,
-          getCodes().getType(), getScales().getType(), getTensorScale())))
+  if (failed(verifyQuantizedLayout(*this, getInput().getType().getShape(),
+                                   getAxis(), quant, getCodes().getType(),
+                                   getScales().getType(), getTensorScale())))
     return failure();
-  return verifyRandomSource(*this, getSeed(), getStep(),
-                            quant.isStochastic(), "rounds stochastically");
+  return verifyRandomSource(*this, getSeed(), getStep(), quant.isStochastic(),
+                            "rounds stochastically");
 }
 
 LogicalResult DequantizeOp::verify() {

@@ -4,6 +4,7 @@
 
 #include "runtime/io/AtomicFile.h"
 #include "runtime/io/Json.h"
+#include "runtime/numerics/Formats.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -51,18 +52,6 @@ const DtypeEntry &dtypeEntry(Dtype dtype) {
   return kDtypes[0];
 }
 
-uint32_t bitsOf(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return bits;
-}
-
-float floatOf(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-}
-
 } // namespace
 
 std::string_view dtypeName(Dtype dtype) { return dtypeEntry(dtype).name; }
@@ -91,7 +80,7 @@ std::string shapeToString(const std::vector<int64_t> &shape) {
 }
 
 uint16_t floatToHalf(float value) {
-  uint32_t bits = bitsOf(value);
+  uint32_t bits = numerics::floatBits(value);
   uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
   uint32_t magnitude = bits & 0x7FFFFFFF;
   if (magnitude > 0x7F800000) // NaN: quiet it, keep the top payload bits.
@@ -127,11 +116,12 @@ float halfToFloat(uint16_t bits) {
   uint32_t exponent = (bits >> 10) & 0x1F;
   uint32_t mantissa = bits & 0x3FF;
   if (exponent == 0x1F) // Inf or NaN.
-    return floatOf(sign | 0x7F800000 | (mantissa << 13));
+    return numerics::bitsToFloat(sign | 0x7F800000 | (mantissa << 13));
   if (exponent != 0)
-    return floatOf(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
+    return numerics::bitsToFloat(sign | ((exponent - 15 + 127) << 23) |
+                                 (mantissa << 13));
   if (mantissa == 0)
-    return floatOf(sign);
+    return numerics::bitsToFloat(sign);
   // Subnormal: mantissa * 2^-24, normalized for fp32.
   int shift = 0;
   while (!(mantissa & 0x400)) {
@@ -140,22 +130,14 @@ float halfToFloat(uint16_t bits) {
   }
   mantissa &= 0x3FF;
   uint32_t floatExponent = static_cast<uint32_t>(127 - 15 + 1 - shift);
-  return floatOf(sign | (floatExponent << 23) | (mantissa << 13));
+  return numerics::bitsToFloat(sign | (floatExponent << 23) | (mantissa << 13));
 }
 
-uint16_t floatToBFloat16(float value) {
-  uint32_t bits = bitsOf(value);
-  if ((bits & 0x7FFFFFFF) > 0x7F800000)
-    return static_cast<uint16_t>((bits >> 16) | 0x0040);
-  // Round to nearest even; a carry out of the mantissa correctly bumps the
-  // exponent, up to infinity.
-  bits += 0x7FFF + ((bits >> 16) & 1);
-  return static_cast<uint16_t>(bits >> 16);
-}
+// BF16 has one definition, the numerics library's (a NaN becomes the
+// canonical quiet NaN 0x7FC0/0xFFC0, keeping its sign).
+uint16_t floatToBFloat16(float value) { return numerics::encodeBF16(value); }
 
-float bfloat16ToFloat(uint16_t bits) {
-  return floatOf(static_cast<uint32_t>(bits) << 16);
-}
+float bfloat16ToFloat(uint16_t bits) { return numerics::decodeBF16(bits); }
 
 int64_t TensorInfo::numElements() const {
   int64_t count = 1;

@@ -64,8 +64,9 @@ bool isFloatDtype(Dtype dtype);
 std::string shapeToString(const std::vector<int64_t> &shape);
 
 /// IEEE binary16 and bfloat16 conversions. To 16 bits: round to nearest,
-/// ties to even; overflow gives infinity; NaN stays NaN (quieted, sign and
-/// top payload bits kept). From 16 bits: exact.
+/// ties to even; overflow gives infinity; NaN stays NaN (F16: quieted, sign
+/// and top payload bits kept; BF16: numerics::encodeBF16's canonical NaN).
+/// From 16 bits: exact.
 uint16_t floatToHalf(float value);
 float halfToFloat(uint16_t bits);
 uint16_t floatToBFloat16(float value);

@@ -3,7 +3,8 @@
 // Quantization and rotation work along one axis of a tensor of any rank. A
 // row-major tensor of shape (d0, ..., dn) seen along axis a is a 3-D array
 // (outer, extent, inner) with outer = d0*...*d(a-1), extent = da and
-// inner = d(a+1)*...*dn; element (o, e, i) sits at (o * extent + e) * inner + i.
+// inner = d(a+1)*...*dn; element (o, e, i) sits at (o * extent + e) * inner +
+// i.
 //
 //===----------------------------------------------------------------------===//
 

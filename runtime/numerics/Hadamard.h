@@ -44,8 +44,7 @@ std::vector<float> hadamardMatrix(int blockSize);
 /// which is what keeps their product unchanged.
 /// For a kind other than RandomHadamard: blockSize signs, all +1.
 constexpr uint32_t kRotationSignsTensorId = 0x48414431; // "HAD1"
-std::vector<float> randomHadamardSigns(const Rotation &rotation,
-                                       uint32_t step);
+std::vector<float> randomHadamardSigns(const Rotation &rotation, uint32_t step);
 
 /// Rotates `data`, a row-major tensor seen as `view` (see AxisView), in place
 /// along the view's axis. The extent along the axis must be a multiple of the
@@ -59,7 +58,8 @@ std::vector<float> randomHadamardSigns(const Rotation &rotation,
 /// hadamardMatrix() uses the same constant.
 /// `inverse` applies the transpose (diag(s) * H_B), undoing the rotation:
 /// the same butterflies, the multiply by 1/sqrt(B), then the signs.
-void rotate(float *data, const AxisView &view, const Rotation &rotation, uint32_t step = 0, bool inverse = false);
+void rotate(float *data, const AxisView &view, const Rotation &rotation,
+            uint32_t step = 0, bool inverse = false);
 
 } // namespace tetra::numerics
 

@@ -22,10 +22,11 @@ namespace {
 
 class AttributeVerifierTest : public ::testing::Test {
 protected:
-  AttributeVerifierTest() : handler(&context, [this](Diagnostic &diag) {
-    messages.push_back(diag.str());
-    return success();
-  }) {
+  AttributeVerifierTest()
+      : handler(&context, [this](Diagnostic &diag) {
+          messages.push_back(diag.str());
+          return success();
+        }) {
     context.loadDialect<TetraDialect>();
   }
 
@@ -77,9 +78,8 @@ TEST_F(AttributeVerifierTest, DeterministicHadamardTakesNoSigns) {
 TEST_F(AttributeVerifierTest, GemmPolicyNeedsBothOperands) {
   auto lhs = OperandQuantAttr::getPreset(&context, "mxfp4");
   ASSERT_TRUE(succeeded(lhs));
-  EXPECT_TRUE(failed(GemmPolicyAttr::verify(emitError(), *lhs,
-                                            OperandQuantAttr(),
-                                            Float32Type::get(&context))));
+  EXPECT_TRUE(failed(GemmPolicyAttr::verify(
+      emitError(), *lhs, OperandQuantAttr(), Float32Type::get(&context))));
   ASSERT_EQ(messages.size(), 1u);
   EXPECT_EQ(messages[0], "a GEMM policy needs both operands");
 }
