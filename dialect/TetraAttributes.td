@@ -100,6 +100,19 @@ class Tetra_Attr<string name, string attrMnemonic, list<Trait> traits = []>
   let mnemonic = attrMnemonic;
 }
 
+// Standalone spellings of the enums, for IR that names one field of a
+// policy on its own: #tetra.format<e2m1>, #tetra.rounding<stochastic>, ...
+class Tetra_EnumAttr<EnumInfo enumInfo, string name>
+    : EnumAttr<Tetra_Dialect, enumInfo, name> {
+  let assemblyFormat = "`<` $value `>`";
+}
+def Tetra_ElementFormatAttr : Tetra_EnumAttr<Tetra_ElementFormat, "format">;
+def Tetra_ScaleFormatAttr : Tetra_EnumAttr<Tetra_ScaleFormat, "scale_format">;
+def Tetra_ScaleRuleAttr : Tetra_EnumAttr<Tetra_ScaleRule, "scale_rule">;
+def Tetra_RoundingAttr : Tetra_EnumAttr<Tetra_Rounding, "rounding">;
+def Tetra_SignScheduleAttr
+    : Tetra_EnumAttr<Tetra_SignSchedule, "sign_schedule">;
+
 def Tetra_BlockScaleAttr : Tetra_Attr<"BlockScale", "block_scale"> {
   let summary = "Block scaling: block size, scale format and scale rule";
   let description = [{

@@ -123,3 +123,9 @@ func.func @f() attributes {p = #tetra.policy<fprop = mxfp4, fprop = bf16, dgrad 
 
 // expected-error @+1 {{unknown GEMM role 'backward'; expected one of: fprop, dgrad, wgrad}}
 func.func @f() attributes {p = #tetra.policy<fprop = mxfp4, backward = mxfp4>} { return }
+
+// -----
+
+// expected-error @+2 {{expected one of [e2m1, e4m3, e5m2, bf16, f32] for element format, got: fp4}}
+// expected-error @+1 {{failed to parse Tetra_ElementFormatAttr parameter 'value'}}
+func.func @f() attributes {f = #tetra.format<fp4>} { return }

@@ -10,6 +10,20 @@
 // ALIAS: #policy1 = #tetra.policy<fprop = mxfp4, dgrad = mxfp4, wgrad = mxfp4 rotate hadamard<32>>
 // ALIAS: func.func @policies() attributes {bf16 = #policy, fp4_all_hadamard = #policy1
 
+// CHECK-LABEL: func.func @enums
+// CHECK-SAME: e2m1 = #tetra.format<e2m1>
+// CHECK-SAME: e4m3 = #tetra.scale_format<e4m3>
+// CHECK-SAME: f32 = #tetra.format<f32>
+// CHECK-SAME: per_step = #tetra.sign_schedule<per_step>
+// CHECK-SAME: rceil = #tetra.scale_rule<rceil>
+// CHECK-SAME: sr = #tetra.rounding<stochastic>
+func.func @enums() attributes {
+  e2m1 = #tetra.format<e2m1>, f32 = #tetra.format<f32>,
+  e4m3 = #tetra.scale_format<e4m3>, rceil = #tetra.scale_rule<rceil>,
+  sr = #tetra.rounding<stochastic>, per_step = #tetra.sign_schedule<per_step>} {
+  return
+}
+
 // CHECK-LABEL: func.func @block_scales
 // CHECK-SAME: mx = #tetra.block_scale<32, e8m0, floor>
 // CHECK-SAME: mx_ceil = #tetra.block_scale<64, e8m0, ceil>
