@@ -1,0 +1,94 @@
+//===- Policy.h - Policy files resolved against a model's linears -*- C++ -*-===//
+//
+// A policy file (docs/language.md, "Policy files") resolved for the linears
+// of one model: for every linear, every role and every operand, each field's
+// value and the place that set it — what `tetra explain-policy` prints and
+// what MLIRGen turns into `#tetra.policy` attributes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TETRA_FRONTEND_POLICY_H
+#define TETRA_FRONTEND_POLICY_H
+
+#include "frontend/Diagnostics.h"
+#include "runtime/numerics/BlockQuantize.h"
+#include "runtime/numerics/Hadamard.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/SMLoc.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tetra::frontend {
+
+enum class GemmRole { Fprop = 0, Dgrad = 1, Wgrad = 2 };
+llvm::StringRef roleName(GemmRole role);
+
+/// Who set a field: "built-in", "default", `rule "layers.*.mlp.*"`, with the
+/// file (a base policy's rules carry the base file) and location.
+struct FieldOrigin {
+  std::string description;
+  llvm::SMLoc loc; ///< Invalid for built-in values.
+};
+
+/// The element format and block scaling a preset or a full form names.
+struct FormatChoice {
+  numerics::ElementFormat element = numerics::ElementFormat::BF16;
+  int blockSize = 0; ///< 0: no block scale (bf16, f32).
+  numerics::ScaleFormat scaleFormat = numerics::ScaleFormat::E8M0;
+
+  /// "mxfp4", "nvfp4", "bf16", ... or the full form "e2m1 block 64 scale
+  /// e8m0" when no preset matches.
+  std::string describe() const;
+};
+
+struct OperandPolicy {
+  FormatChoice format;
+  numerics::ScaleRule rule = numerics::ScaleRule::Floor;
+  numerics::Rounding rounding = numerics::Rounding::NearestEven;
+  FieldOrigin formatOrigin, ruleOrigin, roundingOrigin;
+};
+
+struct RolePolicy {
+  OperandPolicy lhs, rhs;
+  numerics::Rotation rotation; ///< Both operands, always alike.
+  std::string accumulate = "f32"; ///< "f32", "bf16" or "f16".
+  FieldOrigin rotationOrigin, accumulateOrigin;
+};
+
+struct LinearPolicy {
+  std::string linear; ///< "layers.3.attn.wq"
+  RolePolicy roles[3]; ///< Indexed by GemmRole.
+
+  const RolePolicy &role(GemmRole r) const {
+    return roles[static_cast<int>(r)];
+  }
+};
+
+struct ResolvedPolicy {
+  std::string name; ///< From the `policy NAME` header.
+  std::string path;
+  std::vector<LinearPolicy> linears; ///< In the order of `linearNames`.
+
+  const LinearPolicy *find(llvm::StringRef linear) const;
+};
+
+/// Loads the policy file at `path` (and what it extends, relative to it) into
+/// `diags`' SourceMgr, and resolves it for `linearNames`. Reports every
+/// error — syntax, unknown values, a rule that matches no linear, a role left
+/// without a format, a per-operand rotation, an extends cycle — and returns
+/// nullopt if there was any.
+std::optional<ResolvedPolicy>
+loadPolicy(DiagnosticEngine &diags, llvm::StringRef path,
+           const std::vector<std::string> &linearNames);
+
+/// `emit --stage=ast` for a policy file.
+bool dumpPolicyAST(DiagnosticEngine &diags, llvm::StringRef path,
+                   llvm::raw_ostream &os);
+
+} // namespace tetra::frontend
+
+#endif // TETRA_FRONTEND_POLICY_H
