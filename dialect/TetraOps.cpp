@@ -209,3 +209,143 @@ OpFoldResult RotateOp::fold(FoldAdaptor) {
     return getInput();
   return {};
 }
+
+//===----------------------------------------------------------------------===//
+// Model ops
+//===----------------------------------------------------------------------===//
+
+/// The product of `sizes`, dynamic if any is.
+static int64_t productOf(ArrayRef<int64_t> sizes) {
+  int64_t product = 1;
+  for (int64_t size : sizes) {
+    if (ShapedType::isDynamic(size))
+      return ShapedType::kDynamic;
+    product *= size;
+  }
+  return product;
+}
+
+static bool shapesMatch(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  if (a.size() != b.size())
+    return false;
+  for (auto [x, y] : llvm::zip(a, b))
+    if (!sizesMatch(x, y))
+      return false;
+  return true;
+}
+
+LogicalResult LinearOp::verify() {
+  ArrayRef<int64_t> input = getInput().getType().getShape();
+  ArrayRef<int64_t> weight = getWeight().getType().getShape();
+  if (input.empty())
+    return emitOpError("input must have at least one dimension");
+  if (!sizesMatch(input.back(), weight[1]))
+    return emitOpError() << "input is " << formatShape(input)
+                         << " but weight is " << formatShape(weight)
+                         << ": the input's last dimension must equal the "
+                            "weight's second";
+  SmallVector<int64_t> expected(input.drop_back());
+  expected.push_back(weight[0]);
+  ArrayRef<int64_t> result = getResult().getType().getShape();
+  if (!shapesMatch(result, expected))
+    return emitOpError() << "result is " << formatShape(result)
+                         << " but x·wᵀ is " << formatShape(expected);
+
+  // Each role reduces over its own dimension: Fprop over the input
+  // features, Dgrad over the output features, Wgrad over the tokens.
+  int64_t reductions[] = {weight[1], weight[0], productOf(input.drop_back())};
+  for (Role role : {Role::Fprop, Role::Dgrad, Role::Wgrad}) {
+    GemmPolicyAttr policy = getPolicy().getForRole(role);
+    int64_t extent = reductions[static_cast<unsigned>(role)];
+    std::string what = "reduction (" + stringifyRole(role).str();
+    if (failed(verifyExtent(*this, extent, policy.getLhs(), what + " lhs)")) ||
+        failed(verifyExtent(*this, extent, policy.getRhs(), what + " rhs)")))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  ArrayRef<int64_t> table = getTable().getType().getShape();
+  SmallVector<int64_t> expected(getTokens().getType().getShape());
+  expected.push_back(table[1]);
+  ArrayRef<int64_t> result = getResult().getType().getShape();
+  if (!shapesMatch(result, expected))
+    return emitOpError() << "result is " << formatShape(result)
+                         << " but the tokens' shape followed by the table's "
+                            "width is "
+                         << formatShape(expected);
+  if (getResult().getType().getElementType() !=
+      getTable().getType().getElementType())
+    return emitOpError("result and table must have the same element type");
+  return success();
+}
+
+LogicalResult RMSNormOp::verify() {
+  ArrayRef<int64_t> input = getInput().getType().getShape();
+  ArrayRef<int64_t> weight = getWeight().getType().getShape();
+  if (input.empty() || weight.size() != 1 ||
+      !sizesMatch(input.back(), weight[0]))
+    return emitOpError() << "weight is " << formatShape(weight)
+                         << " but must be [d] for an input of "
+                         << formatShape(input) << ", d its last dimension";
+  if (getEps().convertToDouble() <= 0)
+    return emitOpError("eps must be positive");
+  return success();
+}
+
+LogicalResult RopeOp::verify() {
+  ArrayRef<int64_t> input = getInput().getType().getShape();
+  int64_t headDim = getHeadDim();
+  if (headDim <= 0 || headDim % 2 != 0)
+    return emitOpError() << "head_dim must be positive and even, got "
+                         << headDim;
+  if (input.size() != 3)
+    return emitOpError("input must be [batch, seq, heads · head_dim]");
+  if (!ShapedType::isDynamic(input[2]) && input[2] % headDim != 0)
+    return emitOpError() << "features " << input[2]
+                         << " are not a whole number of heads of "
+                         << headDim;
+  if (getTheta().convertToDouble() <= 0)
+    return emitOpError("theta must be positive");
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  ArrayRef<int64_t> query = getQuery().getType().getShape();
+  ArrayRef<int64_t> key = getKey().getType().getShape();
+  if (query.size() != 3 || key.size() != 3)
+    return emitOpError("query, key and value must be [batch, seq, features]");
+  if (getKey().getType() != getValue().getType())
+    return emitOpError("key and value must have the same type");
+  if (!sizesMatch(query[0], key[0]) || !sizesMatch(query[1], key[1]))
+    return emitOpError() << "query is " << formatShape(query) << " but key is "
+                         << formatShape(key)
+                         << ": batch and sequence must match";
+  int64_t heads = getHeads(), kvHeads = getKvHeads();
+  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0)
+    return emitOpError() << "heads (" << heads
+                         << ") must be a positive multiple of kv_heads ("
+                         << kvHeads << ")";
+  if (ShapedType::isDynamic(query[2]) || ShapedType::isDynamic(key[2]))
+    return success();
+  if (query[2] % heads != 0)
+    return emitOpError() << "query features " << query[2]
+                         << " are not divisible by heads " << heads;
+  int64_t headDim = query[2] / heads;
+  if (key[2] != kvHeads * headDim)
+    return emitOpError() << "key features " << key[2] << " must be kv_heads ("
+                         << kvHeads << ") × head_dim (" << headDim << ")";
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  ArrayRef<int64_t> logits = getLogits().getType().getShape();
+  ArrayRef<int64_t> targets = getTargets().getType().getShape();
+  if (logits.empty() || !shapesMatch(logits.drop_back(), targets))
+    return emitOpError() << "targets are " << formatShape(targets)
+                         << " but logits are " << formatShape(logits)
+                         << ": targets must be the logits' shape without "
+                            "the vocabulary";
+  return success();
+}

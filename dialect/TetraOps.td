@@ -10,6 +10,7 @@
 
 include "dialect/TetraAttributes.td"
 include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 class Tetra_Op<string mnemonic, list<Trait> traits = []>
@@ -160,6 +161,150 @@ def Tetra_RotateOp : Tetra_Op<"rotate",
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Model ops: what the frontend emits for a model's forward computation.
+// Tensors are [batch, seq, features] (any leading dimensions); attention
+// and rope see the features as heads x head_dim.
+//===----------------------------------------------------------------------===//
+
+def Tetra_LinearOp : Tetra_Op<"linear", [Pure]> {
+  let summary = "A linear layer y = x·wᵀ whose three GEMMs follow a policy";
+  let description = [{
+    `x` is `[..., in]`, `w` is `[out, in]`, the result `[..., out]`. The
+    policy says how each of the layer's three products is quantized: Fprop
+    (this op), and Dgrad and Wgrad, which the training-step pass derives from
+    it. `name` is the weight's dotted name, the one policies match.
+
+    ```mlir
+    %q = tetra.linear %x, %wq policy #policy name "layers.0.attn.wq"
+        : tensor<?x?x4096xf32>, tensor<4096x4096xf32> -> tensor<?x?x4096xf32>
+    ```
+
+    The verifier checks each role's reduction size against its blocks and
+    rotations: Fprop reduces over `in`, Dgrad over `out`, Wgrad over the
+    tokens (the product of the leading dimensions, when known).
+  }];
+  let arguments = (ins Tetra_FloatTensor:$input, Tetra_FloatMatrix:$weight,
+                       StrAttr:$name, Tetra_PolicyAttr:$policy);
+  let results = (outs Tetra_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `policy` qualified($policy) `name` $name attr-dict
+    `:` type($input) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tetra_EmbeddingOp : Tetra_Op<"embedding", [Pure]> {
+  let summary = "Rows of a table selected by token ids";
+  let description = [{
+    `table` is `[vocab, dim]`, `tokens` any shape of `i32`; the result is
+    `tokens`' shape followed by `dim`.
+  }];
+  let arguments = (ins Tetra_FloatMatrix:$table, RankedTensorOf<[I32]>:$tokens);
+  let results = (outs Tetra_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $tokens attr-dict `:` type($table) `,` type($tokens) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tetra_RMSNormOp : Tetra_Op<"rmsnorm",
+    [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "Root-mean-square normalization over the last dimension";
+  let description = [{
+    `y = x / sqrt(mean(x²) + eps) * weight`, over the last dimension of `x`
+    (`weight` is `[dim]`).
+  }];
+  let arguments = (ins Tetra_FloatTensor:$input, Tetra_FloatTensor:$weight,
+                       F64Attr:$eps);
+  let results = (outs Tetra_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `eps` $eps attr-dict `:` type($input) `,` type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tetra_RopeOp : Tetra_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "Rotary position embedding, per head";
+  let description = [{
+    `x` is `[batch, seq, heads · head_dim]`; each head's pairs
+    (x[2i], x[2i+1]) at position p are rotated by p · theta^(-2i/head_dim).
+  }];
+  let arguments = (ins Tetra_FloatTensor:$input, I64Attr:$head_dim,
+                       F64Attr:$theta);
+  let results = (outs Tetra_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `head_dim` $head_dim `theta` $theta attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tetra_AttentionOp : Tetra_Op<"attention",
+    [Pure, AllTypesMatch<["query", "result"]>]> {
+  let summary = "Causal grouped-query scaled dot-product attention";
+  let description = [{
+    `query` is `[batch, seq, heads · head_dim]`, `key` and `value`
+    `[batch, seq, kv_heads · head_dim]`; every `heads / kv_heads` query heads
+    share one key/value head. Causal: position p attends to 0..p. Scores are
+    scaled by 1/sqrt(head_dim).
+  }];
+  let arguments = (ins Tetra_FloatTensor:$query, Tetra_FloatTensor:$key,
+                       Tetra_FloatTensor:$value, I64Attr:$heads,
+                       I64Attr:$kv_heads);
+  let results = (outs Tetra_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `heads` $heads `kv_heads` $kv_heads attr-dict
+    `:` type($query) `,` type($key) `,` type($value)
+  }];
+  let hasVerifier = 1;
+}
+
+class Tetra_ElementwiseUnaryOp<string mnemonic, string summaryText>
+    : Tetra_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = summaryText;
+  let arguments = (ins Tetra_FloatTensor:$input);
+  let results = (outs Tetra_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+class Tetra_ElementwiseBinaryOp<string mnemonic, string summaryText>
+    : Tetra_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = summaryText;
+  let arguments = (ins Tetra_FloatTensor:$lhs, Tetra_FloatTensor:$rhs);
+  let results = (outs Tetra_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs)";
+}
+
+def Tetra_SiluOp : Tetra_ElementwiseUnaryOp<"silu", "x · sigmoid(x)">;
+def Tetra_AddOp : Tetra_ElementwiseBinaryOp<"add", "Elementwise sum">;
+def Tetra_SubOp : Tetra_ElementwiseBinaryOp<"sub", "Elementwise difference">;
+def Tetra_MulOp : Tetra_ElementwiseBinaryOp<"mul", "Elementwise product">;
+
+def Tetra_ScaleOp : Tetra_Op<"scale", [Pure, SameOperandsAndResultType]> {
+  let summary = "Multiplication by a constant";
+  let arguments = (ins Tetra_FloatTensor:$input, F64Attr:$factor);
+  let results = (outs Tetra_FloatTensor:$result);
+  let assemblyFormat = "$input `by` $factor attr-dict `:` type($input)";
+}
+
+def Tetra_CrossEntropyOp : Tetra_Op<"cross_entropy", [Pure]> {
+  let summary = "Mean softmax cross-entropy of logits against target ids";
+  let description = [{
+    `logits` is `[..., vocab]`, `targets` the leading shape in `i32`; the
+    result is the mean over all positions of
+    `logsumexp(logits) - logits[target]`.
+  }];
+  let arguments = (ins Tetra_FloatTensor:$logits,
+                       RankedTensorOf<[I32]>:$targets);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` type($logits) `,` type($targets) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // TETRA_OPS_TD

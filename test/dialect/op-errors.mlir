@@ -265,3 +265,175 @@ func.func @f(%x: tensor<8x64xf32>) {
   %r = tetra.rotate %x by #tetra.rotation<random_hadamard<32, per_step, 3>> along 1 : tensor<8x64xf32>
   return
 }
+
+// -----
+
+#policy = #tetra.policy<fprop = mxfp4, dgrad = mxfp4, wgrad = mxfp4>
+
+func.func @f(%x: tensor<2x64x128xf32>, %w: tensor<64x96xf32>) {
+  // expected-error @+1 {{'tetra.linear' op input is 2x64x128 but weight is 64x96: the input's last dimension must equal the weight's second}}
+  %y = tetra.linear %x, %w policy #policy name "w" : tensor<2x64x128xf32>, tensor<64x96xf32> -> tensor<2x64x64xf32>
+  return
+}
+
+// -----
+
+#policy = #tetra.policy<fprop = mxfp4, dgrad = mxfp4, wgrad = mxfp4>
+
+func.func @f(%x: tensor<2x64x128xf32>, %w: tensor<64x128xf32>) {
+  // expected-error @+1 {{'tetra.linear' op result is 2x64x128 but x·wᵀ is 2x64x64}}
+  %y = tetra.linear %x, %w policy #policy name "w" : tensor<2x64x128xf32>, tensor<64x128xf32> -> tensor<2x64x128xf32>
+  return
+}
+
+// -----
+
+// Dgrad reduces over the 48 output features.
+#policy = #tetra.policy<fprop = mxfp4, dgrad = mxfp4, wgrad = mxfp4>
+
+func.func @f(%x: tensor<2x64x128xf32>, %w: tensor<48x128xf32>) {
+  // expected-error @+1 {{'tetra.linear' op reduction (dgrad lhs) size 48 is not divisible by the block size 32}}
+  %y = tetra.linear %x, %w policy #policy name "w" : tensor<2x64x128xf32>, tensor<48x128xf32> -> tensor<2x64x48xf32>
+  return
+}
+
+// -----
+
+// Wgrad reduces over the 3 x 8 = 24 tokens.
+#policy = #tetra.policy<fprop = mxfp4, dgrad = mxfp4, wgrad = mxfp4>
+
+func.func @f(%x: tensor<3x8x128xf32>, %w: tensor<64x128xf32>) {
+  // expected-error @+1 {{'tetra.linear' op reduction (wgrad lhs) size 24 is not divisible by the block size 32}}
+  %y = tetra.linear %x, %w policy #policy name "w" : tensor<3x8x128xf32>, tensor<64x128xf32> -> tensor<3x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<256x128xf32>, %tokens: tensor<2x64xi32>) {
+  // expected-error @+1 {{'tetra.embedding' op result is 2x64x64 but the tokens' shape followed by the table's width is 2x64x128}}
+  %h = tetra.embedding %t, %tokens : tensor<256x128xf32>, tensor<2x64xi32> -> tensor<2x64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<256x128xf32>, %tokens: tensor<2x64xi32>) {
+  // expected-error @+1 {{'tetra.embedding' op result and table must have the same element type}}
+  %h = tetra.embedding %t, %tokens : tensor<256x128xf32>, tensor<2x64xi32> -> tensor<2x64x128xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64x128xf32>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{'tetra.rmsnorm' op weight is 64 but must be [d] for an input of 2x64x128, d its last dimension}}
+  %y = tetra.rmsnorm %x, %w eps 1.0e-5 : tensor<2x64x128xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64x128xf32>, %w: tensor<128xf32>) {
+  // expected-error @+1 {{'tetra.rmsnorm' op eps must be positive}}
+  %y = tetra.rmsnorm %x, %w eps 0.0 : tensor<2x64x128xf32>, tensor<128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64x128xf32>) {
+  // expected-error @+1 {{'tetra.rope' op head_dim must be positive and even, got 31}}
+  %y = tetra.rope %x head_dim 31 theta 10000.0 : tensor<2x64x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64x128xf32>) {
+  // expected-error @+1 {{'tetra.rope' op features 128 are not a whole number of heads of 48}}
+  %y = tetra.rope %x head_dim 48 theta 10000.0 : tensor<2x64x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<64x128xf32>) {
+  // expected-error @+1 {{'tetra.rope' op input must be [batch, seq, heads · head_dim]}}
+  %y = tetra.rope %x head_dim 32 theta 10000.0 : tensor<64x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64x128xf32>) {
+  // expected-error @+1 {{'tetra.rope' op theta must be positive}}
+  %y = tetra.rope %x head_dim 32 theta -1.0 : tensor<2x64x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x64x128xf32>, %k: tensor<2x64x64xf32>) {
+  // expected-error @+1 {{'tetra.attention' op heads (4) must be a positive multiple of kv_heads (3)}}
+  %a = tetra.attention %q, %k, %k heads 4 kv_heads 3 : tensor<2x64x128xf32>, tensor<2x64x64xf32>, tensor<2x64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x64x128xf32>, %k: tensor<2x64x64xf32>) {
+  // expected-error @+1 {{'tetra.attention' op key features 64 must be kv_heads (1) × head_dim (32)}}
+  %a = tetra.attention %q, %k, %k heads 4 kv_heads 1 : tensor<2x64x128xf32>, tensor<2x64x64xf32>, tensor<2x64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x64x128xf32>, %k: tensor<2x32x64xf32>) {
+  // expected-error @+1 {{'tetra.attention' op query is 2x64x128 but key is 2x32x64: batch and sequence must match}}
+  %a = tetra.attention %q, %k, %k heads 4 kv_heads 2 : tensor<2x64x128xf32>, tensor<2x32x64xf32>, tensor<2x32x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x64x128xf32>, %k: tensor<2x64x64xf32>, %v: tensor<2x64x64xbf16>) {
+  // expected-error @+1 {{'tetra.attention' op key and value must have the same type}}
+  %a = tetra.attention %q, %k, %v heads 4 kv_heads 2 : tensor<2x64x128xf32>, tensor<2x64x64xf32>, tensor<2x64x64xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x128xf32>) {
+  // expected-error @+1 {{'tetra.attention' op query, key and value must be [batch, seq, features]}}
+  %a = tetra.attention %q, %q, %q heads 4 kv_heads 2 : tensor<64x128xf32>, tensor<64x128xf32>, tensor<64x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x64x100xf32>, %k: tensor<2x64x50xf32>) {
+  // expected-error @+1 {{'tetra.attention' op query features 100 are not divisible by heads 8}}
+  %a = tetra.attention %q, %k, %k heads 8 kv_heads 4 : tensor<2x64x100xf32>, tensor<2x64x50xf32>, tensor<2x64x50xf32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<2x64x256xf32>, %t: tensor<2x32xi32>) {
+  // expected-error @+1 {{'tetra.cross_entropy' op targets are 2x32 but logits are 2x64x256: targets must be the logits' shape without the vocabulary}}
+  %loss = tetra.cross_entropy %l, %t : tensor<2x64x256xf32>, tensor<2x32xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+#policy = #tetra.policy<fprop = bf16, dgrad = bf16, wgrad = bf16>
+
+func.func @f(%x: tensor<f32>, %w: tensor<64x128xf32>) {
+  // expected-error @+1 {{'tetra.linear' op input must have at least one dimension}}
+  %y = tetra.linear %x, %w policy #policy name "w" : tensor<f32>, tensor<64x128xf32> -> tensor<64xf32>
+  return
+}

@@ -67,3 +67,43 @@ func.func @rotate(%x: tensor<8x64xf32>, %step: i64) -> (tensor<8x64xf32>, tensor
   %p = tetra.rotate %x by #tetra.rotation<random_hadamard<16, per_step, 5>> along 1 step(%step) : tensor<8x64xf32>
   return %r, %i, %p : tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>
 }
+
+// One Llama block, as the frontend emits it.
+#mx = #tetra.policy<fprop = mxfp4, dgrad = mxfp4, wgrad = mxfp4 rotate hadamard<32>>
+// CHECK-LABEL: func.func @llama_block
+func.func @llama_block(%tokens: tensor<2x64xi32>, %targets: tensor<2x64xi32>,
+    %embed: tensor<256x128xf32>, %norm: tensor<128xf32>, %wq: tensor<128x128xf32>,
+    %wk: tensor<64x128xf32>, %wv: tensor<64x128xf32>, %wo: tensor<128x128xf32>,
+    %gate: tensor<256x128xf32>, %up: tensor<256x128xf32>, %down: tensor<128x256xf32>) -> tensor<f32> {
+  // CHECK: %[[H:.*]] = tetra.embedding %{{.*}}, %{{.*}} : tensor<256x128xf32>, tensor<2x64xi32> -> tensor<2x64x128xf32>
+  %h = tetra.embedding %embed, %tokens : tensor<256x128xf32>, tensor<2x64xi32> -> tensor<2x64x128xf32>
+  // CHECK: tetra.rmsnorm %[[H]], %{{.*}} eps 1.000000e-05 : tensor<2x64x128xf32>, tensor<128xf32>
+  %x = tetra.rmsnorm %h, %norm eps 1.0e-5 : tensor<2x64x128xf32>, tensor<128xf32>
+  // CHECK: tetra.linear %{{.*}}, %{{.*}} policy #policy{{[0-9]*}} name "layers.0.attn.wq" : tensor<2x64x128xf32>, tensor<128x128xf32> -> tensor<2x64x128xf32>
+  %q0 = tetra.linear %x, %wq policy #mx name "layers.0.attn.wq" : tensor<2x64x128xf32>, tensor<128x128xf32> -> tensor<2x64x128xf32>
+  %k0 = tetra.linear %x, %wk policy #mx name "layers.0.attn.wk" : tensor<2x64x128xf32>, tensor<64x128xf32> -> tensor<2x64x64xf32>
+  %v = tetra.linear %x, %wv policy #mx name "layers.0.attn.wv" : tensor<2x64x128xf32>, tensor<64x128xf32> -> tensor<2x64x64xf32>
+  // CHECK: tetra.rope %{{.*}} head_dim 32 theta 5.000000e+05 : tensor<2x64x128xf32>
+  %q = tetra.rope %q0 head_dim 32 theta 500000.0 : tensor<2x64x128xf32>
+  %k = tetra.rope %k0 head_dim 32 theta 500000.0 : tensor<2x64x64xf32>
+  // CHECK: tetra.attention %{{.*}}, %{{.*}}, %{{.*}} heads 4 kv_heads 2 : tensor<2x64x128xf32>, tensor<2x64x64xf32>, tensor<2x64x64xf32>
+  %a = tetra.attention %q, %k, %v heads 4 kv_heads 2 : tensor<2x64x128xf32>, tensor<2x64x64xf32>, tensor<2x64x64xf32>
+  %o = tetra.linear %a, %wo policy #mx name "layers.0.attn.wo" : tensor<2x64x128xf32>, tensor<128x128xf32> -> tensor<2x64x128xf32>
+  // CHECK: tetra.add %{{.*}}, %{{.*}} : tensor<2x64x128xf32>
+  %h1 = tetra.add %h, %o : tensor<2x64x128xf32>
+  %g = tetra.linear %h1, %gate policy #mx name "layers.0.mlp.gate" : tensor<2x64x128xf32>, tensor<256x128xf32> -> tensor<2x64x256xf32>
+  %u = tetra.linear %h1, %up policy #mx name "layers.0.mlp.up" : tensor<2x64x128xf32>, tensor<256x128xf32> -> tensor<2x64x256xf32>
+  // CHECK: tetra.silu %{{.*}} : tensor<2x64x256xf32>
+  %s = tetra.silu %g : tensor<2x64x256xf32>
+  // CHECK: tetra.mul %{{.*}}, %{{.*}} : tensor<2x64x256xf32>
+  %m = tetra.mul %s, %u : tensor<2x64x256xf32>
+  %d = tetra.linear %m, %down policy #mx name "layers.0.mlp.down" : tensor<2x64x256xf32>, tensor<128x256xf32> -> tensor<2x64x128xf32>
+  // CHECK: tetra.sub %{{.*}}, %{{.*}} : tensor<2x64x128xf32>
+  %h2 = tetra.sub %h1, %d : tensor<2x64x128xf32>
+  // CHECK: tetra.scale %{{.*}} by 5.000000e-01 : tensor<2x64x128xf32>
+  %h3 = tetra.scale %h2 by 0.5 : tensor<2x64x128xf32>
+  %logits = tetra.linear %h3, %embed policy #mx name "embed" : tensor<2x64x128xf32>, tensor<256x128xf32> -> tensor<2x64x256xf32>
+  // CHECK: tetra.cross_entropy %{{.*}}, %{{.*}} : tensor<2x64x256xf32>, tensor<2x64xi32> -> tensor<f32>
+  %loss = tetra.cross_entropy %logits, %targets : tensor<2x64x256xf32>, tensor<2x64xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
