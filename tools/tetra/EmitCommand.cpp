@@ -1,0 +1,233 @@
+//===- EmitCommand.cpp - tetra emit: the IR after any stage ---------------===//
+//
+// `tetra emit --stage=ast|tetra FILES...`: stop the pipeline at a stage and
+// print what it produced, like the Toy tutorial's `-emit=`. Later stages
+// (the training step, the schedule, target code) join as their passes land.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/tetra/Commands.h"
+
+#include "frontend/Frontend.h"
+#include "frontend/MLIRGen.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OperationSupport.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+using namespace tetra;
+using namespace tetra::frontend;
+
+namespace {
+
+struct EmitOptionsFromCommandLine {
+  std::string stage;
+  std::vector<std::string> files;
+  std::string output = "-";
+  bool locations = false;
+  EmitOptions emit;
+};
+
+int usageError(const llvm::Twine &message) {
+  llvm::errs() << "tetra emit: error: " << message
+               << " (see 'tetra emit --help')\n";
+  return 2;
+}
+
+/// Parses `--bind batch=4,seq=128`.
+bool parseBindings(llvm::StringRef text, EmitOptions &options) {
+  llvm::SmallVector<llvm::StringRef> items;
+  text.split(items, ',', -1, false);
+  for (llvm::StringRef item : items) {
+    auto [name, value] = item.split('=');
+    int64_t size;
+    if (name.empty() || value.getAsInteger(10, size) || size <= 0)
+      return false;
+    options.dimensions[name.trim().str()] = size;
+  }
+  return !items.empty();
+}
+
+std::optional<EmitOptionsFromCommandLine>
+parseArguments(const std::vector<std::string_view> &args, int &status) {
+  EmitOptionsFromCommandLine options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    llvm::StringRef arg(args[i].data(), args[i].size());
+    if (arg.consume_front("--stage=")) {
+      options.stage = arg.str();
+    } else if (arg == "--stage" || arg == "-o" || arg == "--bind") {
+      if (i + 1 == args.size()) {
+        status = usageError("'" + arg + "' needs a value");
+        return std::nullopt;
+      }
+      llvm::StringRef value(args[i + 1].data(), args[i + 1].size());
+      ++i;
+      if (arg == "--stage")
+        options.stage = value.str();
+      else if (arg == "-o")
+        options.output = value.str();
+      else if (!parseBindings(value, options.emit)) {
+        status = usageError("--bind takes NAME=SIZE[,NAME=SIZE...] with "
+                            "positive sizes, got '" + value + "'");
+        return std::nullopt;
+      }
+    } else if (arg.consume_front("--bind=")) {
+      if (!parseBindings(arg, options.emit)) {
+        status = usageError("--bind takes NAME=SIZE[,NAME=SIZE...] with "
+                            "positive sizes, got '" + arg + "'");
+        return std::nullopt;
+      }
+    } else if (arg == "--locations") {
+      options.locations = true;
+    } else if (arg.starts_with("-") && arg != "-") {
+      status = usageError("unknown option '" + arg + "'");
+      return std::nullopt;
+    } else {
+      options.files.push_back(arg.str());
+    }
+  }
+  if (options.stage.empty()) {
+    status = usageError("--stage is required (ast or tetra)");
+    return std::nullopt;
+  }
+  if (options.stage != "ast" && options.stage != "tetra") {
+    status = usageError("unknown stage '" + options.stage +
+                        "'; stages: ast, tetra");
+    return std::nullopt;
+  }
+  if (options.files.empty()) {
+    status = usageError("no input files");
+    return std::nullopt;
+  }
+  return options;
+}
+
+/// `--stage=tetra`: one model, at most one policy and one run; a run names
+/// the model and policy itself and fixes batch = micro_batch, seq = seq_len.
+int emitTetra(const EmitOptionsFromCommandLine &options,
+              DiagnosticEngine &diags, llvm::raw_ostream &os) {
+  std::string modelPath, policyPath;
+  std::optional<RunConfig> run;
+  for (const std::string &file : options.files) {
+    std::optional<FileKind> kind = detectFileKind(diags, file);
+    if (!kind)
+      return 1;
+    std::string *slot = nullptr;
+    if (*kind == FileKind::Model)
+      slot = &modelPath;
+    else if (*kind == FileKind::Policy)
+      slot = &policyPath;
+    if (*kind == FileKind::Run) {
+      if (run) {
+        diags.error("tetra emit: more than one run file given");
+        return 1;
+      }
+      run = loadRun(diags, file);
+      if (!run)
+        return 1;
+      continue;
+    }
+    if (!slot->empty()) {
+      diags.error("tetra emit: more than one " +
+                  llvm::Twine(*kind == FileKind::Model ? "model" : "policy") +
+                  " file given ('" + *slot + "' and '" + file + "')");
+      return 1;
+    }
+    *slot = file;
+  }
+  EmitOptions emit = options.emit;
+  if (run) {
+    if (modelPath.empty())
+      modelPath = run->modelPath;
+    if (policyPath.empty())
+      policyPath = run->policyPath;
+    emit.dimensions.try_emplace("batch", run->microBatch);
+    emit.dimensions.try_emplace("seq", run->seqLen);
+  }
+  if (modelPath.empty()) {
+    diags.error("tetra emit: --stage=tetra needs a model file (or a run "
+                "file naming one)");
+    return 1;
+  }
+  std::optional<ModelGraph> model = loadModel(diags, modelPath);
+  if (!model)
+    return 1;
+  std::optional<ResolvedPolicy> policy;
+  if (!policyPath.empty()) {
+    policy = loadPolicy(diags, policyPath, model->linearNames());
+    if (!policy)
+      return 1;
+  }
+
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      emitModule(context, diags.getSourceMgr(), *model,
+                 policy ? &*policy : nullptr, emit);
+  if (!module)
+    return 1;
+  mlir::OpPrintingFlags flags;
+  if (options.locations)
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+  module->print(os, flags);
+  return 0;
+}
+
+} // namespace
+
+int tetra::driver::emitMain(const std::vector<std::string_view> &args) {
+  int status = 0;
+  std::optional<EmitOptionsFromCommandLine> options =
+      parseArguments(args, status);
+  if (!options)
+    return status;
+
+  std::error_code error;
+  llvm::ToolOutputFile output(options->output, error, llvm::sys::fs::OF_Text);
+  if (error) {
+    llvm::errs() << "tetra emit: error: cannot write '" << options->output
+                 << "': " << error.message() << "\n";
+    return 1;
+  }
+  llvm::SourceMgr sourceMgr;
+  DiagnosticEngine diags(sourceMgr);
+  int result = 0;
+  if (options->stage == "ast") {
+    for (const std::string &file : options->files)
+      if (!dumpAST(diags, file, output.os()))
+        result = 1;
+  } else {
+    result = emitTetra(*options, diags, output.os());
+  }
+  if (result == 0)
+    output.keep();
+  return result;
+}
+
+void tetra::driver::printEmitHelp() {
+  std::printf(
+      "USAGE: tetra emit --stage=STAGE FILES... [options]\n"
+      "\n"
+      "Runs the compiler up to STAGE and prints what that stage produced.\n"
+      "\n"
+      "STAGES\n"
+      "  ast     the syntax tree of each file (model, policy or run)\n"
+      "  tetra   the model in the tetra dialect: func.func @forward and\n"
+      "          @loss over the parameters (tetra.param) and inputs\n"
+      "          (tetra.input), every linear with its resolved #tetra.policy.\n"
+      "          FILES: a model, optionally a policy (none: f32 everywhere),\n"
+      "          or a run file, which names both and fixes batch and seq\n"
+      "\n"
+      "OPTIONS\n"
+      "  --bind NAME=N,...  sizes for symbolic dimensions (batch, seq);\n"
+      "                     unbound ones stay dynamic (?)\n"
+      "  --locations        print each op's file:line:col\n"
+      "  -o FILE            write to FILE (only if the stage succeeds)\n"
+      "  -h, --help         print this help\n");
+}
