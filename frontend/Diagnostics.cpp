@@ -10,8 +10,7 @@ using namespace tetra::frontend;
 bool DiagnosticEngine::overLimit() {
   ++errors;
   if (errors == errorLimit + 1)
-    os << "error: too many errors (" << errorLimit
-       << "), stopping here\n";
+    os << "error: too many errors (" << errorLimit << "), stopping here\n";
   return errors > errorLimit;
 }
 
@@ -49,8 +48,9 @@ std::string DiagnosticEngine::describe(llvm::SMLoc loc) const {
       .str();
 }
 
-std::string tetra::frontend::closestMatch(
-    llvm::StringRef name, llvm::ArrayRef<std::string> candidates) {
+std::string
+tetra::frontend::closestMatch(llvm::StringRef name,
+                              llvm::ArrayRef<std::string> candidates) {
   unsigned limit = std::max<unsigned>(1, name.size() / 3);
   std::string best;
   unsigned bestDistance = limit + 1;

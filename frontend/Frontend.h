@@ -32,10 +32,18 @@ std::optional<FileKind> detectFileKind(DiagnosticEngine &diags,
 std::optional<ModelGraph> loadModel(DiagnosticEngine &diags,
                                     llvm::StringRef path);
 
+/// loadModel for a buffer already in the engine's SourceMgr (the fuzzer's
+/// entry point).
+std::optional<ModelGraph> loadModelBuffer(DiagnosticEngine &diags,
+                                          unsigned bufferId);
+
 /// Parses and checks a run file; resolves its paths relative to it
 /// (frontend/RunFile.cpp).
-std::optional<RunConfig> loadRun(DiagnosticEngine &diags,
-                                 llvm::StringRef path);
+std::optional<RunConfig> loadRun(DiagnosticEngine &diags, llvm::StringRef path);
+
+/// detectFileKind for a buffer already in the engine's SourceMgr.
+std::optional<FileKind> detectFileKindBuffer(DiagnosticEngine &diags,
+                                             unsigned bufferId);
 
 /// `tetra emit --stage=ast`: parses the file (any kind) and prints its
 /// syntax tree, one node per line, indented, with line:col.

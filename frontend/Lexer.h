@@ -63,8 +63,8 @@ struct Token {
     return llvm::SMLoc::getFromPointer(spelling.data());
   }
   llvm::SMRange getRange() const {
-    return {getLoc(), llvm::SMLoc::getFromPointer(spelling.data() +
-                                                  spelling.size())};
+    return {getLoc(),
+            llvm::SMLoc::getFromPointer(spelling.data() + spelling.size())};
   }
   bool is(TokenKind k) const { return kind == k; }
   bool isIdentifier(llvm::StringRef name) const {
@@ -91,10 +91,20 @@ public:
 
 private:
   Token lex();
+  /// Skips blanks and comments; true when a line break was among them.
+  bool skipTrivia();
+  Token lexNumber(const char *start);
+  Token lexString(const char *start);
+  Token lexStray(const char *start);
+  Token makeToken(TokenKind kind, const char *start);
+  /// Reports `message` at [start, current) and returns an Error token.
+  Token makeError(const char *start, const llvm::Twine &message);
 
   DiagnosticEngine &diags;
   const char *current;
   const char *end;
+  /// Whether the token being lexed is the first of its line.
+  bool startsLine = true;
   std::optional<Token> lookahead;
 };
 

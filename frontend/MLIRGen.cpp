@@ -22,8 +22,8 @@ using fe::EmitOptions;
 using fe::Function;
 using fe::LinearPolicy;
 using fe::ModelGraph;
-using fe::OpKind;
 using fe::OperandPolicy;
+using fe::OpKind;
 using fe::Parameter;
 using fe::ResolvedPolicy;
 using fe::RolePolicy;
@@ -36,8 +36,8 @@ public:
   ModuleEmitter(MLIRContext &context, const llvm::SourceMgr &sourceMgr,
                 const ModelGraph &model, const ResolvedPolicy *policy,
                 const EmitOptions &options)
-      : context(context), builder(&context), sourceMgr(sourceMgr),
-        model(model), policy(policy), options(options) {}
+      : context(context), builder(&context), sourceMgr(sourceMgr), model(model),
+        policy(policy), options(options) {}
 
   OwningOpRef<ModuleOp> emit();
 
@@ -69,8 +69,8 @@ Location ModuleEmitter::locationOf(llvm::SMLoc loc) {
     return UnknownLoc::get(&context);
   auto [line, column] = sourceMgr.getLineAndColumn(loc, buffer);
   return FileLineColLoc::get(
-      &context, sourceMgr.getMemoryBuffer(buffer)->getBufferIdentifier(),
-      line, column);
+      &context, sourceMgr.getMemoryBuffer(buffer)->getBufferIdentifier(), line,
+      column);
 }
 
 Type ModuleEmitter::elementTypeOf(ElementType element) {
@@ -171,10 +171,9 @@ ModuleEmitter::quantFor(const OperandPolicy &operand,
         rotation.seed);
     break;
   }
-  return tetra::OperandQuantAttr::get(&context,
-                                      toDialect(operand.format.element),
-                                      blockScale, toDialect(operand.rounding),
-                                      rotationAttr);
+  return tetra::OperandQuantAttr::get(
+      &context, toDialect(operand.format.element), blockScale,
+      toDialect(operand.rounding), rotationAttr);
 }
 
 tetra::PolicyAttr ModuleEmitter::policyFor(const std::string &linear) {
@@ -183,8 +182,8 @@ tetra::PolicyAttr ModuleEmitter::policyFor(const std::string &linear) {
   for (int role = 0; role < 3; ++role) {
     if (!resolved) {
       auto f32 = *tetra::OperandQuantAttr::getPreset(&context, "f32");
-      roles[role] = tetra::GemmPolicyAttr::get(&context, f32, f32,
-                                               builder.getF32Type());
+      roles[role] =
+          tetra::GemmPolicyAttr::get(&context, f32, f32, builder.getF32Type());
       continue;
     }
     const RolePolicy &rolePolicy = resolved->roles[role];
@@ -236,8 +235,8 @@ Value ModuleEmitter::emitOp(const Function &function, const fe::Op &op,
     return tetra::ScaleOp::create(builder, loc, operands[0],
                                   builder.getF64FloatAttr(op.factor));
   case OpKind::CrossEntropy:
-    return tetra::CrossEntropyOp::create(builder, loc, resultType,
-                                         operands[0], operands[1]);
+    return tetra::CrossEntropyOp::create(builder, loc, resultType, operands[0],
+                                         operands[1]);
   }
   llvm_unreachable("unknown op kind");
 }
@@ -255,15 +254,18 @@ void ModuleEmitter::emitFunction(const Function &function) {
   for (auto [name, value] :
        llvm::zip(function.argumentNames, function.arguments)) {
     argumentTypes.push_back(typeOf(function.values[value].type));
-    argumentAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
-        "tetra.input", builder.getStringAttr(name))));
+    argumentAttrs.push_back(builder.getDictionaryAttr(
+        builder.getNamedAttr("tetra.input", builder.getStringAttr(name))));
   }
   Type resultType = typeOf(function.values[function.result].type);
-  auto func = func::FuncOp::create(
-      builder, locationOf(function.loc), function.name,
-      builder.getFunctionType(argumentTypes, resultType));
+  auto func =
+      func::FuncOp::create(builder, locationOf(function.loc), function.name,
+                           builder.getFunctionType(argumentTypes, resultType));
   func.setAllArgAttrs(argumentAttrs);
   Block *body = func.addEntryBlock();
+  // A parameter's argument points at the parameter's declaration.
+  for (auto [index, parameter] : llvm::enumerate(model.parameters))
+    body->getArgument(index).setLoc(locationOf(parameter.loc));
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(body);
 
@@ -278,8 +280,8 @@ void ModuleEmitter::emitFunction(const Function &function) {
     SmallVector<Value> operands;
     for (int operand : op.operands)
       operands.push_back(values[operand]);
-    values[op.result] = emitOp(function, op, operands,
-                               typeOf(function.values[op.result].type));
+    values[op.result] =
+        emitOp(function, op, operands, typeOf(function.values[op.result].type));
   }
   func::ReturnOp::create(builder, locationOf(function.loc),
                          values[function.result]);

@@ -35,10 +35,11 @@ void loadEmitDialects(mlir::MLIRContext &context);
 /// quantization). Returns null, after reporting through the context's
 /// diagnostic handler, if the module does not verify — a frontend bug, since
 /// elaboration checks everything the verifiers do, but never a crash.
-mlir::OwningOpRef<mlir::ModuleOp>
-emitModule(mlir::MLIRContext &context, const llvm::SourceMgr &sourceMgr,
-           const ModelGraph &model, const ResolvedPolicy *policy,
-           const EmitOptions &options = {});
+mlir::OwningOpRef<mlir::ModuleOp> emitModule(mlir::MLIRContext &context,
+                                             const llvm::SourceMgr &sourceMgr,
+                                             const ModelGraph &model,
+                                             const ResolvedPolicy *policy,
+                                             const EmitOptions &options = {});
 
 } // namespace tetra::frontend
 

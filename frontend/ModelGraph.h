@@ -1,4 +1,5 @@
-//===- ModelGraph.h - An elaborated model: parameters and op lists -*- C++ -*-===//
+//===- ModelGraph.h - An elaborated model: parameters and op lists -*- C++
+//-*-===//
 //
 // What the model elaborator (sema) produces and MLIRGen consumes: constants
 // evaluated, parameter groups expanded into dotted names, helper functions

@@ -1,4 +1,5 @@
-//===- Policy.h - Policy files resolved against a model's linears -*- C++ -*-===//
+//===- Policy.h - Policy files resolved against a model's linears -*- C++
+//-*-===//
 //
 // A policy file (docs/language.md, "Policy files") resolved for the linears
 // of one model: for every linear, every role and every operand, each field's
@@ -32,6 +33,11 @@ llvm::StringRef roleName(GemmRole role);
 struct FieldOrigin {
   std::string description;
   llvm::SMLoc loc; ///< Invalid for built-in values.
+  /// The setting as written, blanks collapsed: "wgrad.lhs.round =
+  /// stochastic". Empty for built-in values.
+  std::string setting;
+
+  bool isBuiltIn() const { return !loc.isValid(); }
 };
 
 /// The element format and block scaling a preset or a full form names.
@@ -43,8 +49,25 @@ struct FormatChoice {
   /// "mxfp4", "nvfp4", "bf16", ... or the full form "e2m1 block 64 scale
   /// e8m0" when no preset matches.
   std::string describe() const;
+
+  /// A block format with E8M0 scales: the only kind a scale rule applies to.
+  bool hasE8M0Scale() const {
+    return blockSize != 0 && scaleFormat == numerics::ScaleFormat::E8M0;
+  }
+  /// False for f32, which is never rounded.
+  bool isRounded() const { return element != numerics::ElementFormat::F32; }
+
+  bool operator==(const FormatChoice &other) const {
+    return element == other.element && blockSize == other.blockSize &&
+           (blockSize == 0 || scaleFormat == other.scaleFormat);
+  }
+  bool operator!=(const FormatChoice &other) const { return !(*this == other); }
 };
 
+/// A field that does not apply to the operand's format (a scale rule on a
+/// format without E8M0 scales, a rounding on f32) holds its neutral value
+/// (Floor, NearestEven), so that the policy always makes a valid
+/// `#tetra.quant`; its origin still says who set it.
 struct OperandPolicy {
   FormatChoice format;
   numerics::ScaleRule rule = numerics::ScaleRule::Floor;
@@ -54,13 +77,13 @@ struct OperandPolicy {
 
 struct RolePolicy {
   OperandPolicy lhs, rhs;
-  numerics::Rotation rotation; ///< Both operands, always alike.
+  numerics::Rotation rotation;    ///< Both operands, always alike.
   std::string accumulate = "f32"; ///< "f32", "bf16" or "f16".
   FieldOrigin rotationOrigin, accumulateOrigin;
 };
 
 struct LinearPolicy {
-  std::string linear; ///< "layers.3.attn.wq"
+  std::string linear;  ///< "layers.3.attn.wq"
   RolePolicy roles[3]; ///< Indexed by GemmRole.
 
   const RolePolicy &role(GemmRole r) const {
@@ -71,6 +94,8 @@ struct LinearPolicy {
 struct ResolvedPolicy {
   std::string name; ///< From the `policy NAME` header.
   std::string path;
+  /// The policy files that were applied, base-most first (`path` last).
+  std::vector<std::string> files;
   std::vector<LinearPolicy> linears; ///< In the order of `linearNames`.
 
   const LinearPolicy *find(llvm::StringRef linear) const;
@@ -84,6 +109,18 @@ struct ResolvedPolicy {
 std::optional<ResolvedPolicy>
 loadPolicy(DiagnosticEngine &diags, llvm::StringRef path,
            const std::vector<std::string> &linearNames);
+
+struct ModelGraph;
+
+/// Reports every block size or rotation of `policy` that does not divide the
+/// size its GEMM reduces over in `model` (in features for Fprop, out features
+/// for Dgrad, `tokens` for Wgrad; `tokens` = 0 skips Wgrad), at the setting
+/// that chose it, once per setting; `tokensText` says where the tokens come
+/// from and `context` prefixes each message. True when there is none.
+bool checkReductionSizes(DiagnosticEngine &diags, const ModelGraph &model,
+                         const ResolvedPolicy &policy, int64_t tokens,
+                         const std::string &tokensText,
+                         const std::string &context);
 
 /// `emit --stage=ast` for a policy file.
 bool dumpPolicyAST(DiagnosticEngine &diags, llvm::StringRef path,

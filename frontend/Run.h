@@ -48,7 +48,7 @@ struct RunConfig {
   int64_t seqLen = 0;
   int64_t microBatch = 1;
   int64_t accumulation = 1;
-  int64_t steps = 0;  ///< Exactly one of steps / tokens is set (> 0).
+  int64_t steps = 0; ///< Exactly one of steps / tokens is set (> 0).
   int64_t tokens = 0;
 
   double lr = 3e-4;

@@ -4,10 +4,11 @@ import os
 
 import lit.formats
 from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
 
 config.name = "Tetra"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir", ".test"]
+config.suffixes = [".mlir", ".test", ".tetra"]
 config.excludes = ["unit", "Inputs", "lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.tetra_obj_root, "test")
@@ -16,5 +17,8 @@ config.substitutions.append(("%tetra_src_root", config.tetra_src_root))
 config.substitutions.append(("%tetra_obj_root", config.tetra_obj_root))
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+# `=` joins the characters that may not precede a tool name, so that
+# `--stage=tetra` stays an argument.
 llvm_config.add_tool_substitutions(
-    ["tetra", "tetra-opt"], [config.tetra_tools_dir])
+    [ToolSubst(tool, pre=r".-^/\<=") for tool in ["tetra", "tetra-opt"]],
+    [config.tetra_tools_dir])

@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, and shows what Tetra can do
-# today — quantize realistic tensors (a weight, an activation with outlier
-# channels, a tiny gradient, an embedding) with the formats of the study and
-# compare the damage. When the CPU trainer lands, this trains a small Llama.
+# today — check Llama 3.1-8B and the study's policy grid, explain what one
+# policy does to every GEMM, and quantize realistic tensors (a weight, an
+# activation with outlier channels, a tiny gradient, an embedding) with the
+# formats of the study to compare the damage. When the CPU trainer lands,
+# this trains a small Llama.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
 tools/build.sh
+
+echo
+echo "== The model and the study's policy grid, checked"
+build/bin/tetra check models/llama3_8b.tetra models/policies/*.tetra
+echo
+echo "== What the study's fix (fp4_all_hadamard) does to each GEMM of the tiny model"
+build/bin/tetra explain-policy models/llama_tiny.tetra models/policies/fp4_all_hadamard.tetra \
+  --linear 'layers.0.attn.wq'
 
 out=build/demo
 mkdir -p "$out"

@@ -8,6 +8,7 @@ packages=(
   cmake ninja-build ccache python3
   clang-22 lld-22 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libgtest-dev
+  libclang-rt-22-dev  # libFuzzer and the sanitizers: tools/tetra-fuzz-frontend
 )
 
 missing=()

@@ -31,6 +31,18 @@ struct Command {
 int quantizeMain(const std::vector<std::string_view> &args);
 void printQuantizeHelp();
 
+/// tools/tetra/CheckCommand.cpp
+int checkMain(const std::vector<std::string_view> &args);
+void printCheckHelp();
+
+/// tools/tetra/EmitCommand.cpp
+int emitMain(const std::vector<std::string_view> &args);
+void printEmitHelp();
+
+/// tools/tetra/ExplainPolicyCommand.cpp
+int explainPolicyMain(const std::vector<std::string_view> &args);
+void printExplainPolicyHelp();
+
 } // namespace tetra::driver
 
 #endif // TETRA_TOOLS_TETRA_COMMANDS_H

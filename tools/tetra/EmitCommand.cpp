@@ -75,13 +75,15 @@ parseArguments(const std::vector<std::string_view> &args, int &status) {
         options.output = value.str();
       else if (!parseBindings(value, options.emit)) {
         status = usageError("--bind takes NAME=SIZE[,NAME=SIZE...] with "
-                            "positive sizes, got '" + value + "'");
+                            "positive sizes, got '" +
+                            value + "'");
         return std::nullopt;
       }
     } else if (arg.consume_front("--bind=")) {
       if (!parseBindings(arg, options.emit)) {
         status = usageError("--bind takes NAME=SIZE[,NAME=SIZE...] with "
-                            "positive sizes, got '" + arg + "'");
+                            "positive sizes, got '" +
+                            arg + "'");
         return std::nullopt;
       }
     } else if (arg == "--locations") {
@@ -98,8 +100,8 @@ parseArguments(const std::vector<std::string_view> &args, int &status) {
     return std::nullopt;
   }
   if (options.stage != "ast" && options.stage != "tetra") {
-    status = usageError("unknown stage '" + options.stage +
-                        "'; stages: ast, tetra");
+    status =
+        usageError("unknown stage '" + options.stage + "'; stages: ast, tetra");
     return std::nullopt;
   }
   if (options.files.empty()) {
@@ -164,12 +166,25 @@ int emitTetra(const EmitOptionsFromCommandLine &options,
     policy = loadPolicy(diags, policyPath, model->linearNames());
     if (!policy)
       return 1;
+    // The checks `tetra check` makes, so that the IR verifier never has to:
+    // Wgrad's tokens count once batch and seq are both known.
+    auto batch = emit.dimensions.find("batch");
+    auto seq = emit.dimensions.find("seq");
+    int64_t tokens = 0;
+    std::string tokensText;
+    if (batch != emit.dimensions.end() && seq != emit.dimensions.end()) {
+      tokens = batch->second * seq->second;
+      tokensText = "batch * seq = " + std::to_string(batch->second) + " * " +
+                   std::to_string(seq->second) + " = " +
+                   std::to_string(tokens) + " tokens";
+    }
+    if (!checkReductionSizes(diags, *model, *policy, tokens, tokensText, ""))
+      return 1;
   }
 
   mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      emitModule(context, diags.getSourceMgr(), *model,
-                 policy ? &*policy : nullptr, emit);
+  mlir::OwningOpRef<mlir::ModuleOp> module = emitModule(
+      context, diags.getSourceMgr(), *model, policy ? &*policy : nullptr, emit);
   if (!module)
     return 1;
   mlir::OpPrintingFlags flags;

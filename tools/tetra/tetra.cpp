@@ -1,8 +1,7 @@
 //===- tetra.cpp - The Tetra driver ---------------------------------------===//
 //
 // `tetra <command> [options]`. The commands are listed in kCommands; each is
-// implemented in its own file (see Commands.h). Today: quantize. Planned:
-// check, explain-policy, emit, compile, train.
+// implemented in its own file (see Commands.h). Planned: compile, train.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +17,13 @@ namespace {
 constexpr const char *kVersion = "0.1.0";
 
 const Command kCommands[] = {
+    {"check", "check model, policy and run files and report every error",
+     checkMain, printCheckHelp},
+    {"explain-policy",
+     "show the policy every GEMM of a model gets, and which setting chose it",
+     explainPolicyMain, printExplainPolicyHelp},
+    {"emit", "print the IR after a stage: the syntax tree, the tetra dialect",
+     emitMain, printEmitHelp},
     {"quantize",
      "quantize the tensors of a safetensors file and report the error",
      quantizeMain, printQuantizeHelp},
@@ -39,7 +45,7 @@ void printUsage() {
               "\n"
               "COMMANDS:\n");
   for (const Command &command : kCommands)
-    std::printf("  %-12s %.*s\n", std::string(command.name).c_str(),
+    std::printf("  %-16s %.*s\n", std::string(command.name).c_str(),
                 static_cast<int>(command.summary.size()),
                 command.summary.data());
   std::printf("\nRun 'tetra <command> --help' for a command's options.\n");
