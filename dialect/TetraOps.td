@@ -307,4 +307,7 @@ def Tetra_CrossEntropyOp : Tetra_Op<"cross_entropy", [Pure]> {
   let hasVerifier = 1;
 }
 
+include "dialect/TetraTrainingOps.td"
+include "dialect/TetraKernelOps.td"
+
 #endif // TETRA_OPS_TD
