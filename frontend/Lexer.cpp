@@ -19,6 +19,21 @@
 
 using namespace tetra::frontend;
 
+std::string tetra::frontend::describeToken(const Token &token) {
+  switch (token.kind) {
+  case TokenKind::EndOfFile:
+    return "end of file";
+  case TokenKind::Identifier:
+  case TokenKind::Integer:
+  case TokenKind::Float:
+    return "'" + token.spelling.str() + "'";
+  case TokenKind::String:
+    return token.spelling.str();
+  default:
+    return describeTokenKind(token.kind).str();
+  }
+}
+
 llvm::StringRef tetra::frontend::describeTokenKind(TokenKind kind) {
   switch (kind) {
   case TokenKind::EndOfFile:

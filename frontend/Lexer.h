@@ -72,6 +72,10 @@ struct Token {
   }
 };
 
+/// How a token reads in "got X": its spelling quoted, a string as written,
+/// "end of file", or its kind.
+std::string describeToken(const Token &token);
+
 class Lexer {
 public:
   /// Lexes buffer `bufferId` of the engine's SourceMgr; lexical errors (an

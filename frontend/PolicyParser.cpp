@@ -89,22 +89,6 @@ llvm::StringRef presetFor(ElementFormat element) {
   }
 }
 
-/// How a token reads in "got X".
-std::string tokenText(const Token &token) {
-  switch (token.kind) {
-  case TokenKind::EndOfFile:
-    return "end of file";
-  case TokenKind::Identifier:
-  case TokenKind::Integer:
-  case TokenKind::Float:
-    return "'" + token.spelling.str() + "'";
-  case TokenKind::String:
-    return token.spelling.str();
-  default:
-    return describeTokenKind(token.kind).str();
-  }
-}
-
 //===----------------------------------------------------------------------===//
 // Parser
 //===----------------------------------------------------------------------===//
@@ -183,13 +167,13 @@ bool PolicyParser::parseFile(PolicyFileAST &file) {
             "a policy file starts with 'policy NAME'");
     else
       error(token, "expected 'policy' at the start of a policy file, got " +
-                       tokenText(token));
+                       describeToken(token));
     return false;
   }
   consume();
   if (!token.is(TokenKind::Identifier)) {
-    error(token,
-          "expected the policy's name after 'policy', got " + tokenText(token));
+    error(token, "expected the policy's name after 'policy', got " +
+                     describeToken(token));
     return false;
   }
   file.name = token.spelling.str();
@@ -204,7 +188,7 @@ bool PolicyParser::parseFile(PolicyFileAST &file) {
     } else {
       error(token,
             "expected the base policy's path after 'extends', got " +
-                tokenText(token),
+                describeToken(token),
             "paths are strings, relative to this file: extends \"base.tetra\"");
     }
   }
@@ -227,7 +211,7 @@ bool PolicyParser::parseFile(PolicyFileAST &file) {
     if (token.is(TokenKind::Identifier))
       hint = didYouMean(token.spelling, {"default", "rule"});
     error(token,
-          "expected 'default' or 'rule', got " + tokenText(token) + hint);
+          "expected 'default' or 'rule', got " + describeToken(token) + hint);
     skipToBlock();
   }
   return ok;
@@ -256,7 +240,7 @@ void PolicyParser::parseBlock(PolicyFileAST &file) {
         error(token,
               "expected a pattern (a string such as \"layers.*.mlp.*\"), "
               "got " +
-                  tokenText(token));
+                  describeToken(token));
         skipToBlock();
         return;
       }
@@ -293,7 +277,7 @@ bool PolicyParser::parseBlockBody(PolicyBlock &block) {
   if (!token.is(TokenKind::LBrace)) {
     error(token, "expected '{' to open the " +
                      std::string(block.isDefault ? "default block" : "rule") +
-                     ", got " + tokenText(token));
+                     ", got " + describeToken(token));
     return false;
   }
   llvm::SMLoc open = token.getLoc();
@@ -361,7 +345,7 @@ bool PolicyParser::parseSetting(PolicySetting &setting) {
   Token start = token;
   if (!token.is(TokenKind::Identifier)) {
     error(token, "expected a setting (fprop, dgrad, wgrad or all), got " +
-                     tokenText(token));
+                     describeToken(token));
     return false;
   }
   auto role = llvm::find(kRoleNames, token.spelling);
@@ -400,7 +384,7 @@ bool PolicyParser::parseSetting(PolicySetting &setting) {
                                  ? didYouMean(token.spelling, kFieldNames)
                                  : "";
           error(token,
-                "unknown field " + tokenText(token) + " of " +
+                "unknown field " + describeToken(token) + " of " +
                     setting.targetText() + hint,
                 "fields: " + joinNames(kFieldNames));
           return false;
@@ -418,7 +402,7 @@ bool PolicyParser::parseSetting(PolicySetting &setting) {
                              ? didYouMean(token.spelling, candidates)
                              : "";
       error(token,
-            "unknown operand or field " + tokenText(token) + " of " +
+            "unknown operand or field " + describeToken(token) + " of " +
                 setting.targetText() + hint,
             "operands: lhs, rhs; fields: " + joinNames(kFieldNames));
       return false;
@@ -429,7 +413,7 @@ bool PolicyParser::parseSetting(PolicySetting &setting) {
           "expected '=' after '" + setting.targetText() +
               (setting.field ? "." + policyFieldName(*setting.field).str()
                              : std::string()) +
-              "', got " + tokenText(token));
+              "', got " + describeToken(token));
     return false;
   }
   consume();
@@ -449,7 +433,7 @@ bool PolicyParser::parseName(const std::vector<std::string> &names,
     llvm::StringRef article =
         llvm::StringRef("aeiou").contains(what.front()) ? "an " : "a ";
     error(token, "expected " + article + what + " (" + joinNames(names) +
-                     "), got " + tokenText(token));
+                     "), got " + describeToken(token));
     return false;
   }
   std::optional<T> parsed = parse(std::string_view(token.spelling));
@@ -477,7 +461,7 @@ bool PolicyParser::parseFormat(PolicyValues &values) {
     error(token,
           "expected a format (a preset such as mxfp4, or an element format "
           "with its block scale), got " +
-              tokenText(token));
+              describeToken(token));
     return false;
   }
   Token base = token;
@@ -510,8 +494,8 @@ bool PolicyParser::parseFormat(PolicyValues &values) {
     }
     consume();
     if (!token.is(TokenKind::Integer)) {
-      error(token,
-            "expected the block size after 'block', got " + tokenText(token));
+      error(token, "expected the block size after 'block', got " +
+                       describeToken(token));
       return false;
     }
     Token blockToken = token;
@@ -524,7 +508,8 @@ bool PolicyParser::parseFormat(PolicyValues &values) {
     format.blockSize = static_cast<int>(blockSize);
     if (!token.isIdentifier("scale")) {
       error(token,
-            "expected 'scale' after the block size, got " + tokenText(token),
+            "expected 'scale' after the block size, got " +
+                describeToken(token),
             "the full form is 'e2m1 block 32 scale e8m0 [floor|ceil|even|"
             "rceil]'");
       return false;
@@ -540,7 +525,7 @@ bool PolicyParser::parseFormat(PolicyValues &values) {
                              ? didYouMean(token.spelling, {"e8m0", "e4m3"})
                              : "";
       error(token, "expected a scale format (e8m0 or e4m3), got " +
-                       tokenText(token) + hint);
+                       describeToken(token) + hint);
       return false;
     }
     if (format.scaleFormat == ScaleFormat::E4M3) {
@@ -580,7 +565,7 @@ bool PolicyParser::parseRotation(Rotation &rotation) {
   if (!token.is(TokenKind::Identifier)) {
     error(token, "expected a rotation (none, hadamard<B>, random_hadamard<B, "
                  "fixed|per_step, SEED>), got " +
-                     tokenText(token));
+                     describeToken(token));
     return false;
   }
   Token kind = token;
@@ -606,14 +591,15 @@ bool PolicyParser::parseRotation(Rotation &rotation) {
       random ? RotationKind::RandomHadamard : RotationKind::Hadamard;
   if (!token.is(TokenKind::Less)) {
     error(token,
-          "expected '<' after '" + kind.spelling + "', got " + tokenText(token),
+          "expected '<' after '" + kind.spelling + "', got " +
+              describeToken(token),
           random ? "random_hadamard<16, per_step, SEED>" : "hadamard<32>");
     return false;
   }
   consume();
   if (!token.is(TokenKind::Integer)) {
     error(token, "expected the Hadamard block size (16, 32, 64 or 128), got " +
-                     tokenText(token));
+                     describeToken(token));
     return false;
   }
   int64_t block = Lexer::integerValue(token);
@@ -626,7 +612,7 @@ bool PolicyParser::parseRotation(Rotation &rotation) {
     if (!token.is(TokenKind::Comma)) {
       error(token,
             "expected ',' and the sign schedule (fixed or per_step), got " +
-                tokenText(token),
+                describeToken(token),
             "random_hadamard<B, fixed|per_step, SEED>");
       return false;
     }
@@ -640,18 +626,18 @@ bool PolicyParser::parseRotation(Rotation &rotation) {
                              ? didYouMean(token.spelling, kScheduleNames)
                              : "";
       error(token, "expected the sign schedule (fixed or per_step), got " +
-                       tokenText(token) + hint);
+                       describeToken(token) + hint);
       return false;
     }
     if (!token.is(TokenKind::Comma)) {
-      error(token, "expected ',' and the seed, got " + tokenText(token),
+      error(token, "expected ',' and the seed, got " + describeToken(token),
             "random_hadamard<B, fixed|per_step, SEED>");
       return false;
     }
     consume();
     if (!token.is(TokenKind::Integer)) {
       error(token, "expected the seed (a non-negative integer), got " +
-                       tokenText(token));
+                       describeToken(token));
       return false;
     }
     rotation.seed = static_cast<uint64_t>(Lexer::integerValue(token));
@@ -662,7 +648,8 @@ bool PolicyParser::parseRotation(Rotation &rotation) {
     return false;
   }
   if (!token.is(TokenKind::Greater)) {
-    error(token, "expected '>' to close the rotation, got " + tokenText(token));
+    error(token,
+          "expected '>' to close the rotation, got " + describeToken(token));
     return false;
   }
   consume();

@@ -138,21 +138,6 @@ struct RunFileAST {
 // Parser
 //===----------------------------------------------------------------------===//
 
-std::string tokenText(const Token &token) {
-  switch (token.kind) {
-  case TokenKind::EndOfFile:
-    return "end of file";
-  case TokenKind::Identifier:
-  case TokenKind::Integer:
-  case TokenKind::Float:
-    return "'" + token.spelling.str() + "'";
-  case TokenKind::String:
-    return token.spelling.str();
-  default:
-    return describeTokenKind(token.kind).str();
-  }
-}
-
 class RunParser {
 public:
   RunParser(DiagnosticEngine &diags, unsigned bufferId)
@@ -197,13 +182,13 @@ bool RunParser::parseFile(RunFileAST &file) {
             "a run file starts with 'run NAME'");
     else
       error(token, "expected 'run' at the start of a run file, got " +
-                       tokenText(token));
+                       describeToken(token));
     return false;
   }
   consume();
   if (!token.is(TokenKind::Identifier)) {
     error(token,
-          "expected the run's name after 'run', got " + tokenText(token));
+          "expected the run's name after 'run', got " + describeToken(token));
     return false;
   }
   file.name = token.spelling.str();
@@ -241,7 +226,7 @@ void RunParser::skipToSetting(const Token &start) {
 
 bool RunParser::parseSetting(RunSetting &setting) {
   if (!token.is(TokenKind::Identifier)) {
-    error(token, "expected a setting name, got " + tokenText(token));
+    error(token, "expected a setting name, got " + describeToken(token));
     return false;
   }
   setting.name = token.spelling.str();
@@ -253,7 +238,7 @@ bool RunParser::parseSetting(RunSetting &setting) {
   }
   if (!token.is(TokenKind::LBrace)) {
     error(token, "expected '=' or '{' after '" + setting.name + "', got " +
-                     tokenText(token));
+                     describeToken(token));
     return false;
   }
   setting.isBlock = true;
@@ -299,7 +284,7 @@ bool RunParser::parseExpr(RunExpr &expr) {
   case TokenKind::Minus: {
     consume();
     if (!token.is(TokenKind::Integer) && !token.is(TokenKind::Float)) {
-      error(token, "expected a number after '-', got " + tokenText(token));
+      error(token, "expected a number after '-', got " + describeToken(token));
       return false;
     }
     if (!parseExpr(expr))
@@ -359,7 +344,7 @@ bool RunParser::parseExpr(RunExpr &expr) {
   default:
     error(token, "expected a value (a number, a string, a name, a call, a "
                  "tuple or a list), got " +
-                     tokenText(token));
+                     describeToken(token));
     return false;
   }
   consume();
@@ -391,7 +376,7 @@ bool RunParser::parseSequence(TokenKind close, RunExpr &expr, bool isCall) {
     }
     if (!token.is(close)) {
       error(token, "expected ',' or " + describeTokenKind(close) + ", got " +
-                       tokenText(token));
+                       describeToken(token));
       return false;
     }
   }
