@@ -5,6 +5,7 @@
 
 #include "dialect/TetraAttributes.h"
 #include "dialect/TetraDialect.h"
+#include "dialect/TetraDifferentiableOpInterface.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"

@@ -9,6 +9,7 @@
 #define TETRA_OPS_TD
 
 include "dialect/TetraAttributes.td"
+include "dialect/TetraDifferentiableOpInterface.td"
 include "mlir/IR/OpBase.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -167,6 +168,9 @@ def Tetra_RotateOp : Tetra_Op<"rotate",
 // Model ops: what the frontend emits for a model's forward computation.
 // Tensors are [batch, seq, features] (any leading dimensions); attention
 // and rope see the features as heads x head_dim.
+// Every model op but linear states its gradient through
+// Tetra_DifferentiableOpInterface (TetraDifferentiableOpInterface.cpp); the
+// training step turns each linear into its three role matmuls.
 //===----------------------------------------------------------------------===//
 
 def Tetra_LinearOp : Tetra_Op<"linear", [Pure]> {
@@ -196,7 +200,7 @@ def Tetra_LinearOp : Tetra_Op<"linear", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tetra_EmbeddingOp : Tetra_Op<"embedding", [Pure]> {
+def Tetra_EmbeddingOp : Tetra_Op<"embedding", [Pure, Tetra_Differentiable]> {
   let summary = "Rows of a table selected by token ids";
   let description = [{
     `table` is `[vocab, dim]`, `tokens` any shape of `i32`; the result is
@@ -212,7 +216,7 @@ def Tetra_EmbeddingOp : Tetra_Op<"embedding", [Pure]> {
 }
 
 def Tetra_RMSNormOp : Tetra_Op<"rmsnorm",
-    [Pure, AllTypesMatch<["input", "result"]>]> {
+    [Pure, AllTypesMatch<["input", "result"]>, Tetra_Differentiable]> {
   let summary = "Root-mean-square normalization over the last dimension";
   let description = [{
     `y = x / sqrt(mean(x²) + eps) * weight`, over the last dimension of `x`
@@ -227,7 +231,8 @@ def Tetra_RMSNormOp : Tetra_Op<"rmsnorm",
   let hasVerifier = 1;
 }
 
-def Tetra_RopeOp : Tetra_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
+def Tetra_RopeOp : Tetra_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>,
+    Tetra_Differentiable]> {
   let summary = "Rotary position embedding, per head";
   let description = [{
     `x` is `[batch, seq, heads · head_dim]`; each head's pairs
@@ -243,7 +248,7 @@ def Tetra_RopeOp : Tetra_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> 
 }
 
 def Tetra_AttentionOp : Tetra_Op<"attention",
-    [Pure, AllTypesMatch<["query", "result"]>]> {
+    [Pure, AllTypesMatch<["query", "result"]>, Tetra_Differentiable]> {
   let summary = "Causal grouped-query scaled dot-product attention";
   let description = [{
     `query` is `[batch, seq, heads · head_dim]`, `key` and `value`
@@ -263,7 +268,8 @@ def Tetra_AttentionOp : Tetra_Op<"attention",
 }
 
 class Tetra_ElementwiseUnaryOp<string mnemonic, string summaryText>
-    : Tetra_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Tetra_Op<mnemonic,
+               [Pure, SameOperandsAndResultType, Tetra_Differentiable]> {
   let summary = summaryText;
   let arguments = (ins Tetra_FloatTensor:$input);
   let results = (outs Tetra_FloatTensor:$result);
@@ -271,7 +277,8 @@ class Tetra_ElementwiseUnaryOp<string mnemonic, string summaryText>
 }
 
 class Tetra_ElementwiseBinaryOp<string mnemonic, string summaryText>
-    : Tetra_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Tetra_Op<mnemonic,
+               [Pure, SameOperandsAndResultType, Tetra_Differentiable]> {
   let summary = summaryText;
   let arguments = (ins Tetra_FloatTensor:$lhs, Tetra_FloatTensor:$rhs);
   let results = (outs Tetra_FloatTensor:$result);
@@ -283,14 +290,16 @@ def Tetra_AddOp : Tetra_ElementwiseBinaryOp<"add", "Elementwise sum">;
 def Tetra_SubOp : Tetra_ElementwiseBinaryOp<"sub", "Elementwise difference">;
 def Tetra_MulOp : Tetra_ElementwiseBinaryOp<"mul", "Elementwise product">;
 
-def Tetra_ScaleOp : Tetra_Op<"scale", [Pure, SameOperandsAndResultType]> {
+def Tetra_ScaleOp : Tetra_Op<"scale", [Pure, SameOperandsAndResultType,
+    Tetra_Differentiable]> {
   let summary = "Multiplication by a constant";
   let arguments = (ins Tetra_FloatTensor:$input, F64Attr:$factor);
   let results = (outs Tetra_FloatTensor:$result);
   let assemblyFormat = "$input `by` $factor attr-dict `:` type($input)";
 }
 
-def Tetra_CrossEntropyOp : Tetra_Op<"cross_entropy", [Pure]> {
+def Tetra_CrossEntropyOp : Tetra_Op<"cross_entropy",
+                                     [Pure, Tetra_Differentiable]> {
   let summary = "Mean softmax cross-entropy of logits against target ids";
   let description = [{
     `logits` is `[..., vocab]`, `targets` the leading shape in `i32`; the

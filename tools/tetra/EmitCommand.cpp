@@ -1,8 +1,9 @@
 //===- EmitCommand.cpp - tetra emit: the IR after any stage ---------------===//
 //
-// `tetra emit --stage=ast|tetra FILES...`: stop the pipeline at a stage and
-// print what it produced, like the Toy tutorial's `-emit=`. Later stages
-// (the training step, the schedule, target code) join as their passes land.
+// `tetra emit --stage=ast|tetra|train-step|quantized|kernels|cpu FILES...`:
+// stop the pipeline at a stage and print what it produced, like the Toy
+// tutorial's `-emit=`. Later stages (the schedule, GPU code) join as their
+// passes land.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,10 +11,14 @@
 
 #include "frontend/Frontend.h"
 #include "frontend/MLIRGen.h"
+#include "lowering/QuantizationPasses.h"
+#include "lowering/TrainingPasses.h"
 
 #include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -55,11 +60,24 @@ bool parseBindings(llvm::StringRef text, EmitOptions &options) {
   return !items.empty();
 }
 
+/// The stages after the training step: its matmuls quantized
+/// (--tetra-materialize-quantization), then grouped into kernels
+/// (--tetra-form-kernels), then the kernels' CPU code (the tetra-to-llvm
+/// pipeline).
+bool isQuantizationStage(llvm::StringRef stage) {
+  return stage == "quantized" || stage == "kernels" || stage == "cpu";
+}
+
 std::optional<EmitOptionsFromCommandLine>
 parseArguments(const std::vector<std::string_view> &args, int &status) {
   EmitOptionsFromCommandLine options;
   for (size_t i = 0; i < args.size(); ++i) {
     llvm::StringRef arg(args[i].data(), args[i].size());
+    if (arg == "-h" || arg == "--help") {
+      tetra::driver::printEmitHelp();
+      status = 0;
+      return std::nullopt;
+    }
     if (arg.consume_front("--stage=")) {
       options.stage = arg.str();
     } else if (arg == "--stage" || arg == "-o" || arg == "--bind") {
@@ -96,12 +114,15 @@ parseArguments(const std::vector<std::string_view> &args, int &status) {
     }
   }
   if (options.stage.empty()) {
-    status = usageError("--stage is required (ast or tetra)");
+    status = usageError("--stage is required (ast, tetra, train-step, "
+                        "quantized, kernels or cpu)");
     return std::nullopt;
   }
-  if (options.stage != "ast" && options.stage != "tetra") {
-    status =
-        usageError("unknown stage '" + options.stage + "'; stages: ast, tetra");
+  if (options.stage != "ast" && options.stage != "tetra" &&
+      options.stage != "train-step" && !isQuantizationStage(options.stage)) {
+    status = usageError("unknown stage '" + options.stage +
+                        "'; stages: ast, tetra, train-step, quantized, "
+                        "kernels, cpu");
     return std::nullopt;
   }
   if (options.files.empty()) {
@@ -111,8 +132,43 @@ parseArguments(const std::vector<std::string_view> &args, int &status) {
   return options;
 }
 
-/// `--stage=tetra`: one model, at most one policy and one run; a run names
-/// the model and policy itself and fixes batch = micro_batch, seq = seq_len.
+/// `--stage=train-step`: the training step (lowering/TrainingStep.cpp) added
+/// to `module`, with the run's optimizer settings when there is a run.
+bool addTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
+                     const std::optional<RunConfig> &run,
+                     llvm::SourceMgr &sourceMgr) {
+  TrainingStepOptions options;
+  if (run) {
+    options.beta1 = run->beta1;
+    options.beta2 = run->beta2;
+    options.eps = run->eps;
+    options.weightDecay = run->weightDecay;
+    options.clip = run->clip;
+  }
+  // Errors point into the model's source, shown with its line.
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  mlir::PassManager pm(&context);
+  pm.addPass(createTrainingStep(options));
+  return mlir::succeeded(pm.run(module));
+}
+
+/// `--stage=quantized|kernels|cpu`: the quantization passes, and for `cpu`
+/// the kernels' code down to the LLVM dialect, on the training step.
+bool lowerQuantization(mlir::MLIRContext &context, mlir::ModuleOp module,
+                       llvm::StringRef stage, llvm::SourceMgr &sourceMgr) {
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  mlir::PassManager pm(&context);
+  pm.addPass(createMaterializeQuantization());
+  if (stage != "quantized")
+    pm.addPass(createFormKernels());
+  if (stage == "cpu")
+    buildTetraToLLVMPipeline(pm);
+  return mlir::succeeded(pm.run(module));
+}
+
+/// `--stage=tetra` and `--stage=train-step`: one model, at most one policy
+/// and one run; a run names the model and policy itself and fixes
+/// batch = micro_batch, seq = seq_len.
 int emitTetra(const EmitOptionsFromCommandLine &options,
               DiagnosticEngine &diags, llvm::raw_ostream &os) {
   std::string modelPath, policyPath;
@@ -154,8 +210,8 @@ int emitTetra(const EmitOptionsFromCommandLine &options,
     emit.dimensions.try_emplace("seq", run->seqLen);
   }
   if (modelPath.empty()) {
-    diags.error("tetra emit: --stage=tetra needs a model file (or a run "
-                "file naming one)");
+    diags.error("tetra emit: --stage=" + options.stage +
+                " needs a model file (or a run file naming one)");
     return 1;
   }
   std::optional<ModelGraph> model = loadModel(diags, modelPath);
@@ -186,6 +242,12 @@ int emitTetra(const EmitOptionsFromCommandLine &options,
   mlir::OwningOpRef<mlir::ModuleOp> module = emitModule(
       context, diags.getSourceMgr(), *model, policy ? &*policy : nullptr, emit);
   if (!module)
+    return 1;
+  if ((options.stage == "train-step" || isQuantizationStage(options.stage)) &&
+      !addTrainingStep(context, *module, run, diags.getSourceMgr()))
+    return 1;
+  if (isQuantizationStage(options.stage) &&
+      !lowerQuantization(context, *module, options.stage, diags.getSourceMgr()))
     return 1;
   mlir::OpPrintingFlags flags;
   if (options.locations)
@@ -238,6 +300,23 @@ void tetra::driver::printEmitHelp() {
       "          (tetra.input), every linear with its resolved #tetra.policy.\n"
       "          FILES: a model, optionally a policy (none: f32 everywhere),\n"
       "          or a run file, which names both and fixes batch and seq\n"
+      "  train-step\n"
+      "          tetra, plus func.func @train_step: the forward pass, its\n"
+      "          gradients (every linear's fprop, dgrad and wgrad as\n"
+      "          tetra.matmul), the global gradient norm, clipping and\n"
+      "          AdamW (docs/passes.md, --tetra-training-step); a run\n"
+      "          file's optimizer and clip settings apply\n"
+      "  quantized\n"
+      "          train-step with every quantized tetra.matmul replaced by\n"
+      "          tetra.rotate -> tetra.quantize on each operand along its\n"
+      "          reduction dimension and a tetra.scaled_matmul\n"
+      "          (--tetra-materialize-quantization)\n"
+      "  kernels\n"
+      "          quantized, with each scaled matmul and the ops preparing\n"
+      "          its operands (and each elementwise chain) in a tetra.kernel\n"
+      "          (--tetra-form-kernels)\n"
+      "  cpu     the kernels' CPU code in the LLVM dialect, one function\n"
+      "          per kernel (--tetra-to-llvm; the host side is dropped)\n"
       "\n"
       "OPTIONS\n"
       "  --bind NAME=N,...  sizes for symbolic dimensions (batch, seq);\n"

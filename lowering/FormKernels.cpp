@@ -1,0 +1,190 @@
+//===- FormKernels.cpp - Group ops into tetra.kernel regions --------------===//
+//
+// `--tetra-form-kernels`: each scaled matmul with the rotations, quantizers
+// and bf16 round trips that prepare its operands becomes one tetra.kernel,
+// and so does each chain of elementwise ops. Kernels are the unit every
+// target generates code for.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/QuantizationPasses.h"
+
+#include "dialect/TetraOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace tetra {
+#define GEN_PASS_DEF_FORMKERNELS
+#include "lowering/QuantizationPasses.h.inc"
+} // namespace tetra
+
+using namespace mlir;
+using namespace tetra;
+
+namespace {
+
+/// Ops that prepare a scaled matmul's operand and move into its kernel.
+bool preparesOperand(Operation *op) {
+  if (isa<QuantizeOp, RotateOp>(op))
+    return true;
+  if (isa<arith::TruncFOp, arith::ExtFOp>(op))
+    return isa<RankedTensorType>(op->getResult(0).getType());
+  return false;
+}
+
+bool isElementwise(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, SiluOp, ScaleOp>(op);
+}
+
+/// `name` with every character other than a letter, digit or `_` replaced
+/// by `_`.
+std::string sanitize(StringRef name) {
+  std::string result;
+  for (char c : name)
+    result.push_back(llvm::isAlnum(c) || c == '_' ? c : '_');
+  return result;
+}
+
+class FormKernels : public tetra::impl::FormKernelsBase<FormKernels> {
+public:
+  void runOnOperation() override;
+
+private:
+  /// A name for a new kernel, unique in the module.
+  std::string uniqueName(StringRef base);
+  /// Moves `ops` (of one block, `result` defined by the last) into a kernel
+  /// placed at the last op. Ops whose results are still used outside stay.
+  void outline(ArrayRef<Operation *> ops, Value result, StringRef name,
+               Location loc);
+  void formGemmKernel(ScaledMatmulOp matmul);
+
+  llvm::StringSet<> names;
+  unsigned elementwiseCount = 0;
+};
+
+} // namespace
+
+std::string FormKernels::uniqueName(StringRef base) {
+  std::string name = base.str();
+  for (unsigned suffix = 2; names.contains(name); ++suffix)
+    name = (base + "_" + Twine(suffix)).str();
+  names.insert(name);
+  return name;
+}
+
+void FormKernels::outline(ArrayRef<Operation *> ops, Value result,
+                          StringRef name, Location loc) {
+  llvm::SmallPtrSet<Operation *, 8> inside(ops.begin(), ops.end());
+  llvm::SetVector<Value> inputs;
+  for (Operation *op : ops)
+    for (Value operand : op->getOperands())
+      if (!inside.contains(operand.getDefiningOp()))
+        inputs.insert(operand);
+
+  OpBuilder builder(ops.back());
+  auto kernel =
+      KernelOp::create(builder, loc, TypeRange{result.getType()},
+                       builder.getStringAttr(name), inputs.getArrayRef());
+  Block *body = new Block();
+  kernel.getBody().push_back(body);
+  IRMapping mapping;
+  for (Value input : inputs)
+    mapping.map(input, body->addArgument(input.getType(), input.getLoc()));
+  OpBuilder inner = OpBuilder::atBlockEnd(body);
+  for (Operation *op : ops)
+    inner.clone(*op, mapping);
+  YieldOp::create(inner, loc, ValueRange{mapping.lookup(result)});
+
+  result.replaceAllUsesWith(kernel.getResult(0));
+  for (Operation *op : llvm::reverse(ops))
+    if (op->use_empty())
+      op->erase();
+}
+
+void FormKernels::formGemmKernel(ScaledMatmulOp matmul) {
+  Block *block = matmul->getBlock();
+  llvm::SetVector<Operation *> ops;
+  SmallVector<Value> worklist(matmul->getOperands());
+  while (!worklist.empty()) {
+    Operation *producer = worklist.pop_back_val().getDefiningOp();
+    if (!producer || producer->getBlock() != block ||
+        !preparesOperand(producer) || !ops.insert(producer))
+      continue;
+    llvm::append_range(worklist, producer->getOperands());
+  }
+  ops.insert(matmul);
+  Value result = matmul.getResult();
+  if (result.hasOneUse()) {
+    Operation *user = *result.getUsers().begin();
+    if (isa<arith::TruncFOp>(user) && user->getBlock() == block) {
+      ops.insert(user);
+      result = user->getResult(0);
+    }
+  }
+  SmallVector<Operation *> ordered(ops.begin(), ops.end());
+  llvm::sort(ordered,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+
+  std::string base = "gemm";
+  if (auto nameLoc = [&]() -> NameLoc {
+        NameLoc found;
+        matmul.getLoc()->walk([&](Location nested) {
+          if ((found = dyn_cast<NameLoc>(nested)))
+            return WalkResult::interrupt();
+          return WalkResult::advance();
+        });
+        return found;
+      }())
+    base = sanitize(nameLoc.getName().getValue());
+  if (std::optional<Role> role = matmul.getRole()) {
+    std::string suffix = "_" + stringifyRole(*role).str();
+    if (!StringRef(base).ends_with(suffix))
+      base += suffix;
+  }
+  outline(ordered, result, uniqueName(base), matmul.getLoc());
+}
+
+void FormKernels::runOnOperation() {
+  ModuleOp module = getOperation();
+  names.clear();
+  elementwiseCount = 0;
+  module.walk([&](KernelOp kernel) { names.insert(kernel.getKernelName()); });
+
+  SmallVector<ScaledMatmulOp> matmuls;
+  module.walk([&](ScaledMatmulOp matmul) {
+    if (!matmul->getParentOfType<KernelOp>())
+      matmuls.push_back(matmul);
+  });
+  for (ScaledMatmulOp matmul : matmuls)
+    formGemmKernel(matmul);
+
+  // Chains, in program order: a chain's first op comes before the rest, so
+  // the first ungrouped elementwise op met is the head of its chain.
+  SmallVector<SmallVector<Operation *>> chains;
+  llvm::SmallPtrSet<Operation *, 16> grouped;
+  module.walk([&](Operation *op) {
+    if (!isElementwise(op) || grouped.contains(op) ||
+        op->getParentOfType<KernelOp>())
+      return;
+    SmallVector<Operation *> chain{op};
+    grouped.insert(op);
+    for (Operation *last = op; last->getResult(0).hasOneUse();) {
+      Operation *user = *last->getResult(0).getUsers().begin();
+      if (!isElementwise(user) || user->getBlock() != op->getBlock() ||
+          grouped.contains(user))
+        break;
+      chain.push_back(user);
+      grouped.insert(user);
+      last = user;
+    }
+    chains.push_back(std::move(chain));
+  });
+  for (ArrayRef<Operation *> chain : chains)
+    outline(chain, chain.back()->getResult(0),
+            uniqueName("elementwise_" + std::to_string(elementwiseCount++)),
+            chain.back()->getLoc());
+}

@@ -1,0 +1,40 @@
+//===- QuantizationPasses.h - Quantization and CPU codegen ------*- C++ -*-===//
+//
+// `--tetra-materialize-quantization` (MaterializeQuantization.cpp),
+// `--tetra-form-kernels` (FormKernels.cpp) and `--convert-tetra-to-cpu`
+// (TetraToCPU.cpp), declared in QuantizationPasses.td; the pipeline from
+// kernels to the LLVM dialect (TetraToLLVMPipeline.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TETRA_LOWERING_QUANTIZATIONPASSES_H
+#define TETRA_LOWERING_QUANTIZATIONPASSES_H
+
+#include "mlir/Pass/Pass.h"
+
+#include <memory>
+
+namespace mlir {
+class OpPassManager;
+} // namespace mlir
+
+namespace tetra {
+
+#define GEN_PASS_DECL
+#include "lowering/QuantizationPasses.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "lowering/QuantizationPasses.h.inc"
+
+/// The CPU code generation pipeline: `--convert-tetra-to-cpu`, then the
+/// upstream conversions down to the LLVM dialect (scf, cf, memref, math,
+/// arith, func), ready for translation to LLVM IR. Runs on a module whose
+/// kernels are formed (`--tetra-form-kernels`).
+void buildTetraToLLVMPipeline(mlir::OpPassManager &pm);
+
+/// Registers the passes above and the pipeline as `--tetra-to-llvm`.
+void registerTetraQuantizationPipelines();
+
+} // namespace tetra
+
+#endif // TETRA_LOWERING_QUANTIZATIONPASSES_H

@@ -1,0 +1,1129 @@
+//===- TetraToCPU.cpp - CPU code for tetra kernels ------------------------===//
+//
+// `--convert-tetra-to-cpu`: every tetra.kernel becomes a function over
+// memrefs (the kernel ABI, QuantizationPasses.td) whose loops compute what
+// runtime/numerics computes, bit for bit: shared exponents from amax's
+// integer fields, element codes from the fp32 bits, Philox4x32-10 in i32/i64
+// arithmetic, NVFP4's fixed order of fp32 operations, the Hadamard
+// butterflies in their defined order, and the scaled matmul's chunked
+// summation. Nothing here calls the numerics library at run time; the
+// library only supplies compile-time constants (format parameters, 1/sqrt(B))
+// so that there is one definition of them. The GPU targets reuse the same
+// IR above their last conversion.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/QuantizationPasses.h"
+
+#include "dialect/TetraOps.h"
+#include "runtime/numerics/BlockQuantize.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <cmath>
+
+namespace tetra {
+#define GEN_PASS_DEF_CONVERTTETRATOCPU
+#include "lowering/QuantizationPasses.h.inc"
+} // namespace tetra
+
+using namespace mlir;
+using namespace tetra;
+using arith::CmpFPredicate;
+using arith::CmpIPredicate;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Formats: compile-time constants, from runtime/numerics
+//===----------------------------------------------------------------------===//
+
+/// What the generated encoder and decoder need to know about a format. Every
+/// field comes from runtime/numerics, so there is one definition.
+struct FormatConstants {
+  numerics::ElementFormat format;
+  int bits;
+  int mantissaBits;
+  int bias;
+  int maxExponent;
+  float maxFinite;
+  uint32_t maxCode;        ///< The largest finite magnitude code.
+  uint32_t overflowCode;   ///< What overflow and Inf give: max, or BF16's Inf.
+  uint32_t nanCode;        ///< The canonical NaN (E2M1: +0).
+  uint32_t maxSignificand; ///< maxFinite's 24-bit significand (for rceil).
+};
+
+FormatConstants constantsOf(numerics::ElementFormat format) {
+  const numerics::FormatSpec &spec = numerics::formatSpec(format);
+  FormatConstants constants;
+  constants.format = format;
+  constants.bits = spec.bits;
+  constants.mantissaBits = spec.mantissaBits;
+  constants.bias = spec.bias;
+  constants.maxExponent = spec.maxExponent;
+  constants.maxFinite = spec.maxFinite;
+  auto encodeConstant = [&](float x) {
+    return numerics::encode(x, 0, spec, numerics::Rounding::NearestEven);
+  };
+  constants.maxCode = encodeConstant(spec.maxFinite);
+  constants.overflowCode = encodeConstant(INFINITY);
+  constants.nanCode = encodeConstant(NAN);
+  constants.maxSignificand =
+      (numerics::floatBits(spec.maxFinite) & 0x7FFFFF) | 0x800000;
+  return constants;
+}
+
+numerics::ElementFormat toNumerics(ElementFormat format) {
+  switch (format) {
+  case ElementFormat::E2M1:
+    return numerics::ElementFormat::E2M1;
+  case ElementFormat::E4M3:
+    return numerics::ElementFormat::E4M3;
+  case ElementFormat::E5M2:
+    return numerics::ElementFormat::E5M2;
+  case ElementFormat::BF16:
+    return numerics::ElementFormat::BF16;
+  case ElementFormat::F32:
+    return numerics::ElementFormat::F32;
+  }
+  llvm_unreachable("unknown element format");
+}
+
+/// numerics' kRotationSignsTensorId: the stream random Hadamard signs use.
+constexpr uint32_t kRotationSignsTensorId = numerics::kRotationSignsTensorId;
+
+//===----------------------------------------------------------------------===//
+// Emitter: integer and fp32 arithmetic as arith/math ops
+//===----------------------------------------------------------------------===//
+
+/// Builds the scalar computations. Values are i32 unless a name says
+/// otherwise; shift amounts are always clamped into range, so nothing is
+/// poison.
+class Emitter {
+public:
+  explicit Emitter(ImplicitLocOpBuilder &builder) : b(builder) {}
+
+  ImplicitLocOpBuilder &b;
+
+  Type i8() { return b.getI8Type(); }
+  Type i16() { return b.getI16Type(); }
+  Type i32() { return b.getI32Type(); }
+  Type i64() { return b.getI64Type(); }
+  Type f32() { return b.getF32Type(); }
+
+  Value c32(int64_t value) {
+    return arith::ConstantOp::create(
+        b, b.getI32IntegerAttr(static_cast<int32_t>(value)));
+  }
+  Value c64(int64_t value) {
+    return arith::ConstantOp::create(b, b.getI64IntegerAttr(value));
+  }
+  Value cIndex(int64_t value) {
+    return arith::ConstantIndexOp::create(b, value);
+  }
+  Value cF32(float value) {
+    return arith::ConstantOp::create(b, b.getF32FloatAttr(value));
+  }
+  Value cF32Bits(uint32_t bits) { return cF32(numerics::bitsToFloat(bits)); }
+  Value cBool(bool value) {
+    return arith::ConstantOp::create(b, b.getBoolAttr(value));
+  }
+
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
+  Value bitAnd(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
+  Value bitOr(Value x, Value y) { return arith::OrIOp::create(b, x, y); }
+  Value bitXor(Value x, Value y) { return arith::XOrIOp::create(b, x, y); }
+  Value shl(Value x, Value y) { return arith::ShLIOp::create(b, x, y); }
+  Value shrui(Value x, Value y) { return arith::ShRUIOp::create(b, x, y); }
+  Value maxsi(Value x, Value y) { return arith::MaxSIOp::create(b, x, y); }
+  Value minsi(Value x, Value y) { return arith::MinSIOp::create(b, x, y); }
+  Value maxui(Value x, Value y) { return arith::MaxUIOp::create(b, x, y); }
+  Value cmp(CmpIPredicate predicate, Value x, Value y) {
+    return arith::CmpIOp::create(b, predicate, x, y);
+  }
+  Value select(Value condition, Value x, Value y) {
+    return arith::SelectOp::create(b, condition, x, y);
+  }
+  Value zext(Value x, Type type) { return arith::ExtUIOp::create(b, type, x); }
+  Value sext(Value x, Type type) { return arith::ExtSIOp::create(b, type, x); }
+  Value trunc(Value x, Type type) {
+    return arith::TruncIOp::create(b, type, x);
+  }
+  Value bitcast(Value x, Type type) {
+    return arith::BitcastOp::create(b, type, x);
+  }
+  Value ctlz(Value x) { return math::CountLeadingZerosOp::create(b, x); }
+  Value toI64(Value index) {
+    return arith::IndexCastOp::create(b, i64(), index);
+  }
+
+  Value addf(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
+  Value subf(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
+  Value mulf(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
+  Value divf(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
+  Value cmpf(CmpFPredicate predicate, Value x, Value y) {
+    return arith::CmpFOp::create(b, predicate, x, y);
+  }
+
+  /// min(max(x, lo), hi) on signed i32.
+  Value clamp(Value x, int64_t lo, int64_t hi) {
+    return minsi(maxsi(x, c32(lo)), c32(hi));
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Philox4x32-10 (runtime/numerics/Philox.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// (hi, lo) of the 64-bit product of the constant `multiplier` and `x`.
+  std::pair<Value, Value> mulHiLo(uint32_t multiplier, Value x) {
+    Value product = mul(c64(multiplier), zext(x, i64()));
+    return {trunc(shrui(product, c64(32)), i32()), trunc(product, i32())};
+  }
+
+  std::array<Value, 4> philox(std::array<Value, 4> counter, Value key0,
+                              Value key1) {
+    for (int round = 0; round < 10; ++round) {
+      if (round > 0) {
+        key0 = add(key0, c32(0x9E3779B9));
+        key1 = add(key1, c32(0xBB67AE85));
+      }
+      auto [hi0, lo0] = mulHiLo(0xD2511F53, counter[0]);
+      auto [hi1, lo1] = mulHiLo(0xCD9E8D57, counter[2]);
+      counter = {bitXor(bitXor(hi1, counter[1]), key0), lo1,
+                 bitXor(bitXor(hi0, counter[3]), key1), lo0};
+    }
+    return counter;
+  }
+
+  /// numerics::randomBits({seed, step, tensorId}, index): `seed` and `index`
+  /// are i64, `step` and `tensorId` i32.
+  Value randomBits(Value seed, Value step, Value tensorId, Value index) {
+    Value block = shrui(index, c64(2));
+    std::array<Value, 4> counter = {trunc(block, i32()),
+                                    trunc(shrui(block, c64(32)), i32()), step,
+                                    tensorId};
+    std::array<Value, 4> bits =
+        philox(counter, trunc(seed, i32()), trunc(shrui(seed, c64(32)), i32()));
+    Value lane = trunc(bitAnd(index, c64(3)), i32());
+    Value result = bits[3];
+    for (int k = 2; k >= 0; --k)
+      result = select(cmp(CmpIPredicate::eq, lane, c32(k)), bits[k], result);
+    return result;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // encode (runtime/numerics/Formats.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// numerics::encode(x, scaleExponent, spec, rounding, randomBits): the code
+  /// (i32, low `bits` bits) of x * 2^-scaleExponent. `x` is f32,
+  /// `scaleExponent` i32, `randomBits` i32 (stochastic rounding only).
+  Value encode(Value x, Value scaleExponent, const FormatConstants &format,
+               Rounding rounding, Value randomBits) {
+    Value bits = bitcast(x, i32());
+    Value signCode = shl(shrui(bits, c32(31)), c32(format.bits - 1));
+    Value exponentField = bitAnd(shrui(bits, c32(23)), c32(0xFF));
+    Value fraction = bitAnd(bits, c32(0x7FFFFF));
+    Value fractionZero = cmp(CmpIPredicate::eq, fraction, c32(0));
+    Value exponentAllOnes = cmp(CmpIPredicate::eq, exponentField, c32(0xFF));
+    Value exponentZero = cmp(CmpIPredicate::eq, exponentField, c32(0));
+    Value isNaN = arith::AndIOp::create(
+        b, exponentAllOnes, cmp(CmpIPredicate::ne, fraction, c32(0)));
+    Value isInf = arith::AndIOp::create(b, exponentAllOnes, fractionZero);
+    Value isZero = arith::AndIOp::create(b, exponentZero, fractionZero);
+
+    // |x| * 2^-scaleExponent = significand * 2^lsb, exactly.
+    Value significand =
+        select(exponentZero, fraction, bitOr(fraction, c32(0x800000)));
+    Value lsb =
+        sub(select(exponentZero, c32(-149), sub(exponentField, c32(150))),
+            scaleExponent);
+    Value bitLength = sub(c32(32), ctlz(significand));
+    Value valueExponent = add(lsb, sub(bitLength, c32(1)));
+    const int minExponent = 1 - format.bias;
+    Value binade = maxsi(valueExponent, c32(minExponent));
+    Value discarded = sub(sub(binade, c32(format.mantissaBits)), lsb);
+
+    Value significand64 = zext(significand, i64());
+    // discarded <= 0: exact, shifted left (by at most the mantissa width).
+    Value leftShift = sext(clamp(sub(c32(0), discarded), 0, 63), i64());
+    Value exact = shl(significand64, leftShift);
+    // discarded > 0: truncated, then rounded up by one per the mode.
+    Value rightShift = sext(clamp(discarded, 1, 63), i64());
+    Value truncated = select(cmp(CmpIPredicate::sge, discarded, c32(32)),
+                             c64(0), shrui(significand64, rightShift));
+    Value roundsUp;
+    if (rounding == Rounding::Stochastic) {
+      Value fraction32 =
+          trunc(shrui(shl(significand64, c64(32)), rightShift), i32());
+      fraction32 = select(cmp(CmpIPredicate::sge, discarded, c32(64)), c32(0),
+                          fraction32);
+      roundsUp = cmp(CmpIPredicate::ult, randomBits, fraction32);
+    } else {
+      // Beyond 25 discarded bits the value is below half an ulp.
+      Value nearShift = minsi(rightShift, c64(26));
+      Value remainder =
+          bitAnd(significand64, sub(shl(c64(1), nearShift), c64(1)));
+      Value half = shl(c64(1), sub(nearShift, c64(1)));
+      Value above = cmp(CmpIPredicate::ugt, remainder, half);
+      Value tie = cmp(CmpIPredicate::eq, remainder, half);
+      Value tieRoundsUp =
+          rounding == Rounding::NearestAway
+              ? cBool(true)
+              : cmp(CmpIPredicate::ne, bitAnd(truncated, c64(1)), c64(0));
+      roundsUp = arith::AndIOp::create(
+          b, cmp(CmpIPredicate::sle, discarded, c32(25)),
+          arith::OrIOp::create(b, above,
+                               arith::AndIOp::create(b, tie, tieRoundsUp)));
+    }
+    Value rounded = add(truncated, zext(roundsUp, i64()));
+    Value magnitude =
+        select(cmp(CmpIPredicate::sle, discarded, c32(0)), exact, rounded);
+
+    // Subnormal codes are the magnitude; each binade above adds
+    // 2^mantissaBits. Carries land on the right code.
+    Value binadeOffset = sext(sub(binade, c32(minExponent)), i64());
+    Value code = add(shl(binadeOffset, c64(format.mantissaBits)), magnitude);
+    Value overflows = cmp(CmpIPredicate::ugt, code, c64(format.maxCode));
+    Value magnitudeCode =
+        select(overflows, c32(format.overflowCode), trunc(code, i32()));
+    Value result = bitOr(signCode, magnitudeCode);
+    result = select(isZero, signCode, result);
+    result = select(isInf, bitOr(signCode, c32(format.overflowCode)), result);
+    return select(isNaN, c32(format.nanCode), result);
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Shared exponents (runtime/numerics/BlockQuantize.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// numerics::sharedExponent(amax, rule, element) from the i32 bits of
+  /// amax: exponent and significand fields only, no fp32 log2.
+  Value sharedExponent(Value amaxBits, ScaleRule rule,
+                       const FormatConstants &element) {
+    Value magnitude = bitAnd(amaxBits, c32(0x7FFFFFFF));
+    Value exponentField = shrui(magnitude, c32(23));
+    Value fraction = bitAnd(magnitude, c32(0x7FFFFF));
+    Value subnormal = cmp(CmpIPredicate::eq, exponentField, c32(0));
+    // A subnormal's leading one sits at bit 31 - ctlz; normalizing it
+    // shifts it up to bit 23.
+    Value shift = clamp(sub(ctlz(fraction), c32(8)), 0, 31);
+    Value significand =
+        select(subnormal, shl(fraction, shift), bitOr(fraction, c32(0x800000)));
+    Value log2Floor =
+        select(subnormal, sub(c32(-126), shift), sub(exponentField, c32(127)));
+
+    Value carries;
+    switch (rule) {
+    case ScaleRule::Floor:
+      carries = cBool(false);
+      break;
+    case ScaleRule::Ceil:
+      carries = cmp(CmpIPredicate::ne, significand, c32(0x800000));
+      break;
+    case ScaleRule::Even: {
+      const int dropped = 23 - element.mantissaBits;
+      const uint32_t threshold =
+          (0x1000000u - (1u << dropped)) + (1u << (dropped - 1));
+      carries = cmp(CmpIPredicate::uge, significand, c32(threshold));
+      break;
+    }
+    case ScaleRule::RCeil:
+      carries =
+          cmp(CmpIPredicate::ugt, significand, c32(element.maxSignificand));
+      break;
+    }
+    Value exponent = clamp(
+        sub(add(log2Floor, zext(carries, i32())), c32(element.maxExponent)),
+        -127, 127);
+    exponent =
+        select(cmp(CmpIPredicate::eq, magnitude, c32(0)), c32(-127), exponent);
+    return select(cmp(CmpIPredicate::uge, magnitude, c32(0x7F800000)), c32(127),
+                  exponent);
+  }
+
+  //===--------------------------------------------------------------------===//
+  // decode (runtime/numerics/Formats.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// numerics::decode(code, spec) for E2M1, E4M3 and E5M2: exact, as
+  /// significand * 2^exponent built from the fields.
+  Value decode(Value code, const FormatConstants &format) {
+    const int m = format.mantissaBits;
+    const uint32_t signMask = 1u << (format.bits - 1);
+    Value negative =
+        cmp(CmpIPredicate::ne, bitAnd(code, c32(signMask)), c32(0));
+    Value magnitude = bitAnd(code, c32(signMask - 1));
+    Value exponentField = shrui(magnitude, c32(m));
+    Value mantissa = bitAnd(magnitude, c32((1u << m) - 1));
+    Value subnormal = cmp(CmpIPredicate::eq, exponentField, c32(0));
+    Value significand =
+        select(subnormal, mantissa, bitOr(mantissa, c32(1u << m)));
+    Value exponent = select(subnormal, c32(1 - format.bias - m),
+                            sub(exponentField, c32(format.bias + m)));
+    Value powerOfTwo = bitcast(shl(add(exponent, c32(127)), c32(23)), f32());
+    Value value =
+        mulf(arith::UIToFPOp::create(b, f32(), significand), powerOfTwo);
+    value = select(negative, arith::NegFOp::create(b, value), value);
+
+    Value nan = cF32Bits(0x7FC00000);
+    if (format.format == numerics::ElementFormat::E4M3)
+      value = select(cmp(CmpIPredicate::eq, magnitude, c32(0x7F)), nan, value);
+    if (format.format == numerics::ElementFormat::E5M2) {
+      Value infinity =
+          select(negative, cF32Bits(0xFF800000), cF32Bits(0x7F800000));
+      Value special =
+          select(cmp(CmpIPredicate::ne, mantissa, c32(0)), nan, infinity);
+      value = select(cmp(CmpIPredicate::eq, exponentField, c32(0x1F)), special,
+                     value);
+    }
+    return value;
+  }
+
+  /// numerics::decodeE8M0: 2^(code - 127); 0x00 is the subnormal 2^-127,
+  /// 0xFF is NaN.
+  Value decodeE8M0(Value code) {
+    Value bits = select(cmp(CmpIPredicate::eq, code, c32(0)), c32(0x00400000),
+                        shl(code, c32(23)));
+    bits =
+        select(cmp(CmpIPredicate::eq, code, c32(0xFF)), c32(0x7FC00000), bits);
+    return bitcast(bits, f32());
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Loops
+  //===--------------------------------------------------------------------===//
+
+  /// for (iv = lower; iv < upper; ++iv) body(iv)
+  void loop(Value lower, Value upper, function_ref<void(Value)> body) {
+    auto forOp = scf::ForOp::create(b, lower, upper, cIndex(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(forOp.getBody());
+    body(forOp.getInductionVar());
+  }
+
+  /// The same with loop-carried values: body returns the next ones.
+  SmallVector<Value>
+  loop(Value lower, Value upper, ValueRange initial,
+       function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    auto forOp = scf::ForOp::create(b, lower, upper, cIndex(1), initial);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToEnd(forOp.getBody());
+      SmallVector<Value> next =
+          body(forOp.getInductionVar(), forOp.getRegionIterArgs());
+      scf::YieldOp::create(b, next);
+    }
+    return SmallVector<Value>(forOp.getResults());
+  }
+
+  Value addIndex(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value mulIndex(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
+  Value divIndex(Value x, int64_t y) {
+    return arith::DivUIOp::create(b, x, cIndex(y));
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Buffers: how a kernel's tensors live in memory
+//===----------------------------------------------------------------------===//
+
+/// The memref element type a tensor element type is stored as (the kernel
+/// ABI), or null if the CPU target cannot store it.
+Type storageType(Type elementType) {
+  MLIRContext *context = elementType.getContext();
+  if (elementType.isF32())
+    return elementType;
+  if (elementType.isBF16())
+    return IntegerType::get(context, 16);
+  if (isa<Float4E2M1FNType, Float8E4M3FNType, Float8E5M2Type,
+          Float8E8M0FNUType>(elementType))
+    return IntegerType::get(context, 8);
+  return {};
+}
+
+/// A tensor of the kernel, in memory: the memref and the tensor's element
+/// type (which says how to read its storage).
+struct Buffer {
+  Value memref;
+  Type elementType;
+  /// The same memory as one dimension (or rank 0), for linear indexing.
+  Value flat;
+};
+
+//===----------------------------------------------------------------------===//
+// KernelLowering: one tetra.kernel into one function
+//===----------------------------------------------------------------------===//
+
+class KernelLowering {
+public:
+  KernelLowering(KernelOp kernel, ImplicitLocOpBuilder &builder)
+      : kernel(kernel), b(builder), e(builder) {}
+
+  /// Fills `function`'s entry block (arguments already there).
+  LogicalResult lower(func::FuncOp function);
+
+private:
+  LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerRotate(RotateOp op);
+  LogicalResult lowerQuantize(QuantizeOp op);
+  LogicalResult lowerDequantize(DequantizeOp op);
+  LogicalResult lowerScaledMatmul(ScaledMatmulOp op);
+  LogicalResult lowerElementwise(Operation *op);
+
+  Buffer makeBuffer(Value memref, Type elementType);
+  /// The buffer for `result` of sizes `sizes`: the kernel's output if it is
+  /// yielded, else a new allocation (freed at the end of the kernel).
+  Buffer bufferFor(Value result, ArrayRef<Value> sizes);
+  Buffer allocate(RankedTensorType type, ArrayRef<Value> sizes);
+  SmallVector<Value> sizesOf(const Buffer &buffer);
+  Value numElements(ArrayRef<Value> sizes);
+  /// (outer, extent, inner) of `sizes` along `axis` (numerics' AxisView).
+  std::array<Value, 3> axisView(ArrayRef<Value> sizes, int64_t axis);
+
+  Value loadF32(const Buffer &buffer, Value index);
+  void storeF32(const Buffer &buffer, Value index, Value value);
+  Value loadCode(const Buffer &buffer, Value index);
+  void storeCode(const Buffer &buffer, Value index, Value code);
+  /// Dequantizes codes/scales (along `axis`) into `out`, element by element
+  /// as numerics::dequantize does.
+  void dequantizeInto(const Buffer &codes, const Buffer &scales,
+                      std::optional<Buffer> tensorScale, int64_t axis,
+                      OperandQuantAttr quant, const Buffer &out);
+  void copy(const Buffer &from, const Buffer &to);
+
+  KernelOp kernel;
+  ImplicitLocOpBuilder &b;
+  Emitter e;
+  DenseMap<Value, Buffer> buffers;
+  DenseMap<Value, Value> scalars;
+  DenseMap<Value, Value> outputs; // yielded value -> output memref
+  SmallVector<Value> allocations;
+};
+
+Buffer KernelLowering::makeBuffer(Value memref, Type elementType) {
+  auto type = cast<MemRefType>(memref.getType());
+  Value flat = memref;
+  if (type.getRank() > 1) {
+    ReassociationIndices all;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      all.push_back(d);
+    flat = memref::CollapseShapeOp::create(b, memref,
+                                           ArrayRef<ReassociationIndices>{all});
+  }
+  return {memref, elementType, flat};
+}
+
+Buffer KernelLowering::allocate(RankedTensorType type, ArrayRef<Value> sizes) {
+  auto memrefType =
+      MemRefType::get(type.getShape(), storageType(type.getElementType()));
+  SmallVector<Value> dynamicSizes;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (type.isDynamicDim(d))
+      dynamicSizes.push_back(sizes[d]);
+  Value memref = memref::AllocOp::create(b, memrefType, dynamicSizes);
+  allocations.push_back(memref);
+  return makeBuffer(memref, type.getElementType());
+}
+
+Buffer KernelLowering::bufferFor(Value result, ArrayRef<Value> sizes) {
+  auto type = cast<RankedTensorType>(result.getType());
+  auto output = outputs.find(result);
+  Buffer buffer = output != outputs.end()
+                      ? makeBuffer(output->second, type.getElementType())
+                      : allocate(type, sizes);
+  buffers[result] = buffer;
+  return buffer;
+}
+
+SmallVector<Value> KernelLowering::sizesOf(const Buffer &buffer) {
+  auto type = cast<MemRefType>(buffer.memref.getType());
+  SmallVector<Value> sizes;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    sizes.push_back(type.isDynamicDim(d)
+                        ? Value(memref::DimOp::create(b, buffer.memref, d))
+                        : e.cIndex(type.getDimSize(d)));
+  return sizes;
+}
+
+Value KernelLowering::numElements(ArrayRef<Value> sizes) {
+  Value count = e.cIndex(1);
+  for (Value size : sizes)
+    count = e.mulIndex(count, size);
+  return count;
+}
+
+std::array<Value, 3> KernelLowering::axisView(ArrayRef<Value> sizes,
+                                              int64_t axis) {
+  return {numElements(sizes.take_front(axis)), sizes[axis],
+          numElements(sizes.drop_front(axis + 1))};
+}
+
+Value KernelLowering::loadF32(const Buffer &buffer, Value index) {
+  Value stored = memref::LoadOp::create(b, buffer.flat, index);
+  if (buffer.elementType.isF32())
+    return stored;
+  // bf16: the bits are the top half of the fp32's (numerics::decode).
+  Value bits = e.shl(e.zext(stored, e.i32()), e.c32(16));
+  return e.bitcast(bits, e.f32());
+}
+
+void KernelLowering::storeF32(const Buffer &buffer, Value index, Value value) {
+  if (!buffer.elementType.isF32()) {
+    // bf16: numerics' encoder, nearest even, canonical NaN.
+    static const FormatConstants bf16 =
+        constantsOf(numerics::ElementFormat::BF16);
+    Value code = e.encode(value, e.c32(0), bf16, Rounding::NearestEven, {});
+    value = e.trunc(code, e.i16());
+  }
+  memref::StoreOp::create(b, value, buffer.flat, index);
+}
+
+Value KernelLowering::loadCode(const Buffer &buffer, Value index) {
+  return e.zext(memref::LoadOp::create(b, buffer.flat, index), e.i32());
+}
+
+void KernelLowering::storeCode(const Buffer &buffer, Value index, Value code) {
+  memref::StoreOp::create(b, e.trunc(code, e.i8()), buffer.flat, index);
+}
+
+void KernelLowering::copy(const Buffer &from, const Buffer &to) {
+  Value count = numElements(sizesOf(from));
+  e.loop(e.cIndex(0), count, [&](Value index) {
+    memref::StoreOp::create(b, memref::LoadOp::create(b, from.flat, index),
+                            to.flat, index);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// tetra.rotate
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelLowering::lowerRotate(RotateOp op) {
+  Buffer input = buffers.lookup(op.getInput());
+  SmallVector<Value> sizes = sizesOf(input);
+  Buffer output = bufferFor(op.getResult(), sizes);
+  RotationAttr rotation = op.getRotation();
+  if (rotation.isNone()) {
+    copy(input, output);
+    return success();
+  }
+  const int64_t blockSize = rotation.getBlockSize();
+  // The constant numerics multiplies by: 1/sqrt(B) as an fp32.
+  const float inverseSqrt = numerics::hadamardMatrix(blockSize)[0];
+  const bool random = rotation.getKind() == RotationKind::RandomHadamard;
+  const bool inverse = op.getInverse();
+
+  // The random signs, one per position in the block, drawn once.
+  Value signs;
+  if (random) {
+    signs = memref::AllocaOp::create(b, MemRefType::get({blockSize}, e.f32()));
+    Value step = rotation.getSchedule() == SignSchedule::PerStep
+                     ? e.trunc(scalars.lookup(op.getStep()), e.i32())
+                     : e.c32(0);
+    Value seed = e.c64(static_cast<int64_t>(rotation.getSeed()));
+    Value tensorId = e.c32(kRotationSignsTensorId);
+    e.loop(e.cIndex(0), e.cIndex(blockSize), [&](Value j) {
+      Value bits = e.randomBits(seed, step, tensorId, e.toI64(j));
+      Value negative =
+          e.cmp(CmpIPredicate::ne, e.bitAnd(bits, e.c32(1)), e.c32(0));
+      memref::StoreOp::create(
+          b, e.select(negative, e.cF32(-1.0f), e.cF32(1.0f)), signs, j);
+    });
+  }
+  Value work =
+      memref::AllocaOp::create(b, MemRefType::get({blockSize}, e.f32()));
+
+  std::array<Value, 3> view = axisView(sizes, op.getAxis());
+  Value outer = view[0], extent = view[1], inner = view[2];
+  Value blocks = e.divIndex(extent, blockSize);
+  Value zero = e.cIndex(0);
+  e.loop(zero, outer, [&](Value o) {
+    e.loop(zero, blocks, [&](Value block) {
+      e.loop(zero, inner, [&](Value i) {
+        Value first = e.mulIndex(block, e.cIndex(blockSize));
+        auto indexOf = [&](Value j) {
+          Value row = e.addIndex(e.mulIndex(o, extent), e.addIndex(first, j));
+          return e.addIndex(e.mulIndex(row, inner), i);
+        };
+        // Gather, times the signs for the forward random rotation.
+        e.loop(zero, e.cIndex(blockSize), [&](Value j) {
+          Value x = loadF32(input, indexOf(j));
+          if (random && !inverse)
+            x = e.mulf(x, memref::LoadOp::create(b, signs, j));
+          memref::StoreOp::create(b, x, work, j);
+        });
+        // Butterflies, stride 1, 2, ..., B/2: pairs (lo, lo + h) with
+        // (lo & h) == 0.
+        for (int64_t h = 1; h < blockSize; h *= 2) {
+          const int64_t log2h = llvm::Log2_64(h);
+          e.loop(zero, e.cIndex(blockSize / 2), [&](Value pair) {
+            Value high = arith::ShLIOp::create(
+                b, arith::ShRUIOp::create(b, pair, e.cIndex(log2h)),
+                e.cIndex(log2h + 1));
+            Value lo = e.addIndex(
+                high, arith::AndIOp::create(b, pair, e.cIndex(h - 1)));
+            Value hi = e.addIndex(lo, e.cIndex(h));
+            Value x = memref::LoadOp::create(b, work, lo);
+            Value y = memref::LoadOp::create(b, work, hi);
+            memref::StoreOp::create(b, e.addf(x, y), work, lo);
+            memref::StoreOp::create(b, e.subf(x, y), work, hi);
+          });
+        }
+        // Scale by 1/sqrt(B), then the signs for the inverse; scatter.
+        e.loop(zero, e.cIndex(blockSize), [&](Value j) {
+          Value x =
+              e.mulf(memref::LoadOp::create(b, work, j), e.cF32(inverseSqrt));
+          if (random && inverse)
+            x = e.mulf(x, memref::LoadOp::create(b, signs, j));
+          storeF32(output, indexOf(j), x);
+        });
+      });
+    });
+  });
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// tetra.quantize
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelLowering::lowerQuantize(QuantizeOp op) {
+  OperandQuantAttr quant = op.getQuant();
+  const FormatConstants element = constantsOf(toNumerics(quant.getFormat()));
+  const bool nvfp4 =
+      quant.getBlockScale().getScaleFormat() == ScaleFormat::E4M3;
+  const int64_t blockSize = quant.getBlockSize();
+  const int64_t axis = op.getAxis();
+  const Rounding rounding = quant.getRounding();
+  const bool stochastic = rounding == Rounding::Stochastic;
+
+  Buffer input = buffers.lookup(op.getInput());
+  SmallVector<Value> sizes = sizesOf(input);
+  Buffer codes = bufferFor(op.getCodes(), sizes);
+  SmallVector<Value> scaleSizes(sizes);
+  scaleSizes[axis] = e.divIndex(sizes[axis], blockSize);
+  Buffer scales = bufferFor(op.getScales(), scaleSizes);
+
+  Value seed, step, tensorId;
+  if (stochastic) {
+    seed = scalars.lookup(op.getSeed());
+    step = e.trunc(scalars.lookup(op.getStep()), e.i32());
+    tensorId = e.c32(static_cast<uint32_t>(op.getTensorId()));
+  }
+  auto randomBitsAt = [&](Value index) -> Value {
+    return stochastic ? e.randomBits(seed, step, tensorId, e.toI64(index))
+                      : Value();
+  };
+
+  /// |x|'s bits, and whether x is finite.
+  auto magnitudeOf = [&](Value x) -> std::pair<Value, Value> {
+    Value magnitude = e.bitAnd(e.bitcast(x, e.i32()), e.c32(0x7FFFFFFF));
+    return {magnitude, e.cmp(CmpIPredicate::ult, magnitude, e.c32(0x7F800000))};
+  };
+
+  // NVFP4's per-tensor scale: amax over the finite elements / (448 * max).
+  Value tensorScale;
+  if (nvfp4) {
+    Value zero = e.cIndex(0);
+    Value amaxBits = e.loop(
+        zero, numElements(sizes), ValueRange{e.c32(0)},
+        [&](Value index, ValueRange carried) -> SmallVector<Value> {
+          auto [magnitude, finite] = magnitudeOf(loadF32(input, index));
+          return {e.select(finite, e.maxui(carried[0], magnitude), carried[0])};
+        })[0];
+    Value quotient = e.divf(e.bitcast(amaxBits, e.f32()),
+                            e.cF32(448.0f * element.maxFinite));
+    tensorScale = e.select(e.cmpf(CmpFPredicate::OEQ, quotient, e.cF32(0.0f)),
+                           e.cF32(1.0f), quotient);
+    Buffer tensorScaleBuffer = bufferFor(op.getTensorScale(), {});
+    memref::StoreOp::create(b, tensorScale, tensorScaleBuffer.flat,
+                            ValueRange{});
+  }
+
+  std::array<Value, 3> view = axisView(sizes, axis);
+  Value outer = view[0], extent = view[1], inner = view[2];
+  Value blocks = e.divIndex(extent, blockSize);
+  Value zero = e.cIndex(0);
+  Value blockEnd = e.cIndex(blockSize);
+  e.loop(zero, outer, [&](Value o) {
+    e.loop(zero, blocks, [&](Value block) {
+      e.loop(zero, inner, [&](Value i) {
+        Value first = e.mulIndex(block, blockEnd);
+        auto indexOf = [&](Value j) {
+          Value row = e.addIndex(e.mulIndex(o, extent), e.addIndex(first, j));
+          return e.addIndex(e.mulIndex(row, inner), i);
+        };
+        // The block's amax over its finite elements, and whether it holds
+        // a NaN or an Inf.
+        SmallVector<Value> amax = e.loop(
+            zero, blockEnd, ValueRange{e.c32(0), e.cBool(false)},
+            [&](Value j, ValueRange carried) -> SmallVector<Value> {
+              auto [magnitude, finite] =
+                  magnitudeOf(loadF32(input, indexOf(j)));
+              return {
+                  e.select(finite, e.maxui(carried[0], magnitude), carried[0]),
+                  arith::OrIOp::create(
+                      b, carried[1],
+                      arith::XOrIOp::create(b, finite, e.cBool(true)))};
+            });
+        Value amaxBits = amax[0], nonFinite = amax[1];
+        Value scaleIndex = e.addIndex(
+            e.mulIndex(e.addIndex(e.mulIndex(o, blocks), block), inner), i);
+
+        if (!nvfp4) {
+          Value exponent = e.sharedExponent(
+              amaxBits, quant.getBlockScale().getRule(), element);
+          storeCode(
+              scales, scaleIndex,
+              e.select(nonFinite, e.c32(0xFF), e.add(exponent, e.c32(127))));
+          e.loop(zero, blockEnd, [&](Value j) {
+            Value index = indexOf(j);
+            Value code = e.encode(loadF32(input, index), exponent, element,
+                                  rounding, randomBitsAt(index));
+            storeCode(codes, index, e.select(nonFinite, e.c32(0), code));
+          });
+          return;
+        }
+
+        // NVFP4, in numerics' order of fp32 operations.
+        static const FormatConstants e4m3 =
+            constantsOf(numerics::ElementFormat::E4M3);
+        Value amaxBlock = e.bitcast(amaxBits, e.f32());
+        Value scaleCode = e.encode(
+            e.divf(amaxBlock, e.mulf(tensorScale, e.cF32(element.maxFinite))),
+            e.c32(0), e4m3, Rounding::NearestEven, {});
+        Value decodedScale = e.mulf(e.decode(scaleCode, e4m3), tensorScale);
+        Value scaleIsZero =
+            e.cmpf(CmpFPredicate::OEQ, decodedScale, e.cF32(0.0f));
+        storeCode(scales, scaleIndex,
+                  e.select(nonFinite, e.c32(e4m3.nanCode), scaleCode));
+        e.loop(zero, blockEnd, [&](Value j) {
+          Value index = indexOf(j);
+          Value x = loadF32(input, index);
+          Value signedZero = e.shl(e.shrui(e.bitcast(x, e.i32()), e.c32(31)),
+                                   e.c32(element.bits - 1));
+          Value code = e.encode(e.divf(x, decodedScale), e.c32(0), element,
+                                rounding, randomBitsAt(index));
+          code = e.select(scaleIsZero, signedZero, code);
+          storeCode(codes, index, e.select(nonFinite, e.c32(0), code));
+        });
+      });
+    });
+  });
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// tetra.dequantize and tetra.scaled_matmul
+//===----------------------------------------------------------------------===//
+
+void KernelLowering::dequantizeInto(const Buffer &codes, const Buffer &scales,
+                                    std::optional<Buffer> tensorScale,
+                                    int64_t axis, OperandQuantAttr quant,
+                                    const Buffer &out) {
+  const FormatConstants element = constantsOf(toNumerics(quant.getFormat()));
+  static const FormatConstants e4m3 =
+      constantsOf(numerics::ElementFormat::E4M3);
+  const int64_t blockSize = quant.getBlockSize();
+  Value globalScale;
+  if (tensorScale)
+    globalScale = memref::LoadOp::create(b, tensorScale->flat, ValueRange{});
+
+  SmallVector<Value> sizes = sizesOf(codes);
+  std::array<Value, 3> view = axisView(sizes, axis);
+  Value outer = view[0], extent = view[1], inner = view[2];
+  Value blocks = e.divIndex(extent, blockSize);
+  Value zero = e.cIndex(0);
+  e.loop(zero, outer, [&](Value o) {
+    e.loop(zero, extent, [&](Value position) {
+      e.loop(zero, inner, [&](Value i) {
+        Value index = e.addIndex(
+            e.mulIndex(e.addIndex(e.mulIndex(o, extent), position), inner), i);
+        Value scaleIndex =
+            e.addIndex(e.mulIndex(e.addIndex(e.mulIndex(o, blocks),
+                                             e.divIndex(position, blockSize)),
+                                  inner),
+                       i);
+        Value value = e.decode(loadCode(codes, index), element);
+        Value scaleCode = loadCode(scales, scaleIndex);
+        if (globalScale)
+          value = e.mulf(e.mulf(value, e.decode(scaleCode, e4m3)), globalScale);
+        else
+          value = e.mulf(value, e.decodeE8M0(scaleCode));
+        storeF32(out, index, value);
+      });
+    });
+  });
+}
+
+LogicalResult KernelLowering::lowerDequantize(DequantizeOp op) {
+  Buffer codes = buffers.lookup(op.getCodes());
+  Buffer out = bufferFor(op.getResult(), sizesOf(codes));
+  std::optional<Buffer> tensorScale;
+  if (op.getTensorScale())
+    tensorScale = buffers.lookup(op.getTensorScale());
+  dequantizeInto(codes, buffers.lookup(op.getScales()), tensorScale,
+                 op.getAxis(), op.getQuant(), out);
+  return success();
+}
+
+LogicalResult KernelLowering::lowerScaledMatmul(ScaledMatmulOp op) {
+  // Dequantize each block-scaled operand into fp32 first.
+  auto valuesOf = [&](Value operand, Value scales, Value tensorScale,
+                      OperandQuantAttr quant, unsigned axis) -> Buffer {
+    Buffer buffer = buffers.lookup(operand);
+    if (!quant.getBlockScale())
+      return buffer;
+    auto type = cast<RankedTensorType>(operand.getType());
+    Buffer values = allocate(type.clone(e.f32()), sizesOf(buffer));
+    std::optional<Buffer> global;
+    if (tensorScale)
+      global = buffers.lookup(tensorScale);
+    dequantizeInto(buffer, buffers.lookup(scales), global, axis, quant, values);
+    return values;
+  };
+  Buffer lhs = valuesOf(op.getLhs(), op.getLhsScales(), op.getLhsTensorScale(),
+                        op.getLhsQuant(), op.getLhsReductionDim());
+  Buffer rhs = valuesOf(op.getRhs(), op.getRhsScales(), op.getRhsTensorScale(),
+                        op.getRhsQuant(), op.getRhsReductionDim());
+
+  SmallVector<Value> lhsSizes = sizesOf(lhs), rhsSizes = sizesOf(rhs);
+  const bool transposeLhs = op.getTransposeLhs();
+  const bool transposeRhs = op.getTransposeRhs();
+  Value m = lhsSizes[transposeLhs ? 1 : 0];
+  Value k = lhsSizes[transposeLhs ? 0 : 1];
+  Value n = rhsSizes[transposeRhs ? 0 : 1];
+  Buffer result = bufferFor(op.getResult(), {m, n});
+
+  // Chunks of G along K; without a block-scaled operand, one chunk of K
+  // (no division, so K = 0 is fine too).
+  int64_t chunkSize = op.getAccumulationChunk();
+  const bool oneChunk = ShapedType::isDynamic(chunkSize);
+  Value chunk = oneChunk ? k : e.cIndex(chunkSize);
+  Value chunks = oneChunk ? e.cIndex(1) : e.divIndex(k, chunkSize);
+  Value zero = e.cIndex(0);
+  e.loop(zero, m, [&](Value row) {
+    e.loop(zero, n, [&](Value column) {
+      Value sum = e.loop(
+          zero, chunks, ValueRange{e.cF32(0.0f)},
+          [&](Value c, ValueRange accumulator) -> SmallVector<Value> {
+            Value first = e.mulIndex(c, chunk);
+            Value partial = e.loop(
+                zero, chunk, ValueRange{e.cF32(0.0f)},
+                [&](Value offset, ValueRange carried) -> SmallVector<Value> {
+                  Value kk = e.addIndex(first, offset);
+                  Value a = memref::LoadOp::create(
+                      b, lhs.flat,
+                      transposeLhs ? e.addIndex(e.mulIndex(kk, m), row)
+                                   : e.addIndex(e.mulIndex(row, k), kk));
+                  Value bValue = memref::LoadOp::create(
+                      b, rhs.flat,
+                      transposeRhs ? e.addIndex(e.mulIndex(column, k), kk)
+                                   : e.addIndex(e.mulIndex(kk, n), column));
+                  return {e.addf(carried[0], e.mulf(a, bValue))};
+                })[0];
+            return {e.addf(accumulator[0], partial)};
+          })[0];
+      memref::StoreOp::create(b, sum, result.flat,
+                              e.addIndex(e.mulIndex(row, n), column));
+    });
+  });
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise: bf16 casts and the model's elementwise ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelLowering::lowerElementwise(Operation *op) {
+  for (Value value : llvm::concat<Value>(op->getOperands(), op->getResults())) {
+    Type element = cast<RankedTensorType>(value.getType()).getElementType();
+    if (!element.isF32() && !element.isBF16())
+      return op->emitOpError()
+             << "on " << element
+             << " tensors cannot be compiled for the CPU (f32 and bf16 only)";
+  }
+  if (auto truncate = dyn_cast<arith::TruncFOp>(op))
+    if (truncate.getRoundingmodeAttr() &&
+        *truncate.getRoundingmode() != arith::RoundingMode::to_nearest_even)
+      return op->emitOpError("rounds other than to nearest even, which the "
+                             "CPU target does not implement");
+
+  SmallVector<Buffer> inputs;
+  for (Value operand : op->getOperands())
+    inputs.push_back(buffers.lookup(operand));
+  SmallVector<Value> sizes = sizesOf(inputs.front());
+  Buffer output = bufferFor(op->getResult(0), sizes);
+  e.loop(e.cIndex(0), numElements(sizes), [&](Value index) {
+    SmallVector<Value> x;
+    for (const Buffer &input : inputs)
+      x.push_back(loadF32(input, index));
+    Value y;
+    if (isa<arith::TruncFOp, arith::ExtFOp>(op))
+      y = x[0]; // the rounding happens in storeF32
+    else if (isa<AddOp>(op))
+      y = e.addf(x[0], x[1]);
+    else if (isa<SubOp>(op))
+      y = e.subf(x[0], x[1]);
+    else if (isa<MulOp>(op))
+      y = e.mulf(x[0], x[1]);
+    else if (auto scale = dyn_cast<ScaleOp>(op))
+      y = e.mulf(x[0], e.cF32(static_cast<float>(
+                           scale.getFactor().convertToDouble())));
+    else // silu: x / (1 + exp(-x))
+      y = e.divf(
+          x[0], e.addf(e.cF32(1.0f),
+                       math::ExpOp::create(b, arith::NegFOp::create(b, x[0]))));
+    storeF32(output, index, y);
+  });
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The kernel
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelLowering::lowerOp(Operation *op) {
+  if (auto rotate = dyn_cast<RotateOp>(op))
+    return lowerRotate(rotate);
+  if (auto quantize = dyn_cast<QuantizeOp>(op))
+    return lowerQuantize(quantize);
+  if (auto dequantize = dyn_cast<DequantizeOp>(op))
+    return lowerDequantize(dequantize);
+  if (auto matmul = dyn_cast<ScaledMatmulOp>(op))
+    return lowerScaledMatmul(matmul);
+  if (isa<arith::TruncFOp, arith::ExtFOp, AddOp, SubOp, MulOp, ScaleOp, SiluOp>(
+          op) &&
+      isa<RankedTensorType>(op->getResult(0).getType()))
+    return lowerElementwise(op);
+  return op->emitOpError(
+      "cannot be compiled for the CPU: kernels may hold tetra.rotate, "
+      "tetra.quantize, tetra.dequantize, tetra.scaled_matmul, bf16 casts "
+      "and elementwise ops");
+}
+
+LogicalResult KernelLowering::lower(func::FuncOp function) {
+  Block &body = kernel.getBodyBlock();
+  Block &entry = function.getBody().front();
+  unsigned numInputs = body.getNumArguments();
+  for (auto [argument, value] : llvm::zip(
+           body.getArguments(), entry.getArguments().take_front(numInputs))) {
+    if (auto type = dyn_cast<RankedTensorType>(argument.getType()))
+      buffers[argument] = makeBuffer(value, type.getElementType());
+    else
+      scalars[argument] = value;
+  }
+
+  // Results computed by the kernel's own ops are written in place into the
+  // outputs; anything else (an input, a value yielded twice) is copied.
+  auto yield = cast<YieldOp>(body.getTerminator());
+  SmallVector<std::pair<Value, Value>> copies;
+  for (auto [value, output] : llvm::zip(
+           yield.getValues(), entry.getArguments().drop_front(numInputs))) {
+    if (isa<BlockArgument>(value) || outputs.count(value))
+      copies.emplace_back(value, output);
+    else
+      outputs[value] = output;
+  }
+
+  for (Operation &op : body.without_terminator()) {
+    if (op.getNumRegions() != 0)
+      return op.emitOpError("with regions cannot be compiled for the CPU");
+    if (failed(lowerOp(&op)))
+      return failure();
+  }
+  for (auto [value, output] : copies) {
+    Type element = cast<RankedTensorType>(value.getType()).getElementType();
+    copy(buffers.lookup(value), makeBuffer(output, element));
+  }
+  for (Value allocation : allocations)
+    memref::DeallocOp::create(b, allocation);
+  func::ReturnOp::create(b);
+  return success();
+}
+
+/// The kernel's function type under the ABI: inputs, then one memref per
+/// result; tensors as memrefs of their storage type.
+FailureOr<FunctionType> kernelFunctionType(KernelOp kernel) {
+  SmallVector<Type> arguments;
+  auto addTensor = [&](Type type, StringRef what) -> LogicalResult {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor)
+      return kernel.emitOpError() << what << " of type " << type
+                                  << " cannot be passed to a CPU kernel";
+    Type storage = storageType(tensor.getElementType());
+    if (!storage)
+      return kernel.emitOpError()
+             << what << " of type " << type
+             << " cannot be stored by the CPU target (f32, bf16, FP4/FP8 "
+                "codes and scales only)";
+    arguments.push_back(MemRefType::get(tensor.getShape(), storage));
+    return success();
+  };
+  for (Type type : kernel.getInputs().getTypes()) {
+    if (isa<IntegerType, IndexType>(type)) {
+      arguments.push_back(type);
+      continue;
+    }
+    if (failed(addTensor(type, "an input")))
+      return failure();
+  }
+  for (Type type : kernel.getResultTypes())
+    if (failed(addTensor(type, "a result")))
+      return failure();
+  return FunctionType::get(kernel.getContext(), arguments, {});
+}
+
+class ConvertTetraToCPU
+    : public tetra::impl::ConvertTetraToCPUBase<ConvertTetraToCPU> {
+public:
+  void runOnOperation() override;
+};
+
+} // namespace
+
+void ConvertTetraToCPU::runOnOperation() {
+  ModuleOp module = getOperation();
+  SmallVector<KernelOp> kernels;
+  module.walk([&](KernelOp kernel) { kernels.push_back(kernel); });
+
+  llvm::StringSet<> names;
+  SmallVector<Operation *> generated;
+  for (KernelOp kernel : kernels) {
+    if (!names.insert(kernel.getKernelName()).second) {
+      kernel.emitOpError() << "has the name '" << kernel.getKernelName()
+                           << "' of another kernel in the module";
+      return signalPassFailure();
+    }
+    FailureOr<FunctionType> type = kernelFunctionType(kernel);
+    if (failed(type))
+      return signalPassFailure();
+    ImplicitLocOpBuilder builder(kernel.getLoc(), module.getContext());
+    builder.setInsertionPointToEnd(module.getBody());
+    auto function =
+        func::FuncOp::create(builder, kernel.getKernelName(), *type);
+    function->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
+    Block *entry = function.addEntryBlock();
+    builder.setInsertionPointToStart(entry);
+    KernelLowering lowering(kernel, builder);
+    if (failed(lowering.lower(function)))
+      return signalPassFailure();
+    generated.push_back(function);
+  }
+
+  // What is left is the host side, which the runtime's schedule runs: the
+  // kernel module holds the kernels only.
+  llvm::SmallPtrSet<Operation *, 16> keep(generated.begin(), generated.end());
+  for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
+    if (!keep.contains(&op))
+      op.erase();
+}

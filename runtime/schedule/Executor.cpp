@@ -1,0 +1,149 @@
+//===- Executor.cpp - Runs a schedule on a backend ------------------------===//
+
+#include "runtime/schedule/Executor.h"
+
+using namespace tetra;
+using namespace tetra::schedule;
+
+io::Expected<std::unique_ptr<StepExecutor>>
+StepExecutor::create(backend::Backend &backend, Schedule schedule,
+                     const std::vector<backend::Module> &modules) {
+  if (io::Status valid = validate(schedule); !valid)
+    return valid.error();
+  std::unique_ptr<StepExecutor> step(
+      new StepExecutor(backend, std::move(schedule)));
+  const Schedule &plan = step->schedule_;
+
+  for (const Launch &launch : plan.launches) {
+    backend::Kernel kernel;
+    bool found = false;
+    for (backend::Module module : modules) {
+      io::Expected<backend::Kernel> candidate =
+          backend.getKernel(module, launch.kernel);
+      if (candidate) {
+        kernel = *candidate;
+        found = true;
+        break;
+      }
+    }
+    if (!found)
+      return io::Error("schedule '" + plan.name + "': no kernel '" +
+                       launch.kernel + "' in the loaded code (" +
+                       launch.origin + ")");
+    step->kernels_.push_back(kernel);
+  }
+
+  io::Expected<backend::Buffer> arena =
+      backend.allocate(static_cast<size_t>(plan.arenaBytes));
+  if (!arena)
+    return io::Error("schedule '" + plan.name + "': cannot allocate its " +
+                     std::to_string(plan.arenaBytes) +
+                     "-byte arena: " + arena.error().message());
+  step->arena_ = *arena;
+  step->buffers_.resize(plan.buffers.size());
+  step->bound_.assign(plan.buffers.size(), false);
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const BufferDesc &buffer = plan.buffers[i];
+    if (buffer.role == BufferRole::Constant) {
+      if (buffer.type != backend::ElementType::F32)
+        return io::Error("constant '" + buffer.name + "' must be f32");
+      std::vector<float> values(buffer.numElements(),
+                                static_cast<float>(buffer.splat));
+      io::Expected<backend::Buffer> owned =
+          backend.allocate(static_cast<size_t>(buffer.bytes()));
+      if (!owned)
+        return owned.error();
+      step->constants_.push_back(*owned);
+      if (io::Status copied = backend.copyToDevice(
+              *owned, values.data(), static_cast<size_t>(buffer.bytes()));
+          !copied)
+        return copied.error();
+      if (io::Status done = backend.synchronize(); !done)
+        return done.error();
+      step->buffers_[i] = *owned;
+      step->bound_[i] = true;
+      continue;
+    }
+    if (buffer.role != BufferRole::Temporary)
+      continue;
+    io::Expected<backend::Buffer> slice =
+        step->arena_.slice(static_cast<size_t>(buffer.offset),
+                           static_cast<size_t>(buffer.bytes()));
+    if (!slice)
+      return slice.error();
+    step->buffers_[i] = *slice;
+    step->bound_[i] = true;
+  }
+  return step;
+}
+
+StepExecutor::~StepExecutor() {
+  if (!arena_.empty())
+    (void)backend_.free(arena_);
+  for (backend::Buffer constant : constants_)
+    (void)backend_.free(constant);
+}
+
+void StepExecutor::setScalar(const std::string &name, backend::Scalar value) {
+  scalars_[name] = value;
+}
+
+io::Status StepExecutor::bind(std::string_view name, backend::Buffer buffer) {
+  int index = schedule_.findBuffer(name);
+  if (index < 0)
+    return io::Error("schedule '" + schedule_.name + "' has no buffer '" +
+                     std::string(name) + "'");
+  const BufferDesc &desc = schedule_.buffers[index];
+  if (desc.role == BufferRole::Temporary)
+    return io::Error("buffer '" + desc.name +
+                     "' is a temporary: it lives in the arena");
+  if (buffer.size() < static_cast<size_t>(desc.bytes()))
+    return io::Error("buffer '" + desc.name + "' needs " +
+                     std::to_string(desc.bytes()) + " bytes, got " +
+                     std::to_string(buffer.size()));
+  buffers_[index] = buffer;
+  bound_[index] = true;
+  return io::success();
+}
+
+io::Status StepExecutor::run(backend::Stream stream) {
+  for (size_t i = 0; i < bound_.size(); ++i)
+    if (!bound_[i])
+      return io::Error("schedule '" + schedule_.name + "': buffer '" +
+                       schedule_.buffers[i].name + "' (" +
+                       std::string(bufferRoleName(schedule_.buffers[i].role)) +
+                       ") is not bound");
+  std::vector<backend::Buffer> arguments;
+  std::vector<backend::Scalar> scalars;
+  for (size_t l = 0; l < schedule_.launches.size(); ++l) {
+    const Launch &launch = schedule_.launches[l];
+    arguments.clear();
+    for (int buffer : launch.buffers)
+      arguments.push_back(buffers_[buffer]);
+    scalars = launch.scalars;
+    for (const auto &[position, name] : launch.boundScalars) {
+      auto value = scalars_.find(name);
+      if (value == scalars_.end())
+        return io::Error("launch " + std::to_string(l) + " (" + launch.kernel +
+                         ", " + launch.origin + "): scalar '" + name +
+                         "' is not set");
+      scalars[position] = value->second;
+    }
+    io::Status launched = backend_.launch(
+        kernels_[l], {}, backend::ArrayView<backend::Buffer>(arguments),
+        backend::ArrayView<backend::Scalar>(scalars), stream);
+    if (!launched)
+      return io::Error("launch " + std::to_string(l) + " (" + launch.kernel +
+                       ", " + launch.origin +
+                       "): " + launched.error().message());
+  }
+  return io::success();
+}
+
+io::Expected<backend::Buffer>
+StepExecutor::buffer(std::string_view name) const {
+  int index = schedule_.findBuffer(name);
+  if (index < 0 || !bound_[index])
+    return io::Error("no bound buffer '" + std::string(name) + "'");
+  return buffers_[index];
+}

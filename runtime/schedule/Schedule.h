@@ -1,0 +1,107 @@
+//===- Schedule.h - A training step as a flat list of launches --*- C++ -*-===//
+//
+// What the compiler hands the runtime: every buffer the step touches, with
+// its role, shape and — for temporaries — its offset in one arena whose
+// layout the memory plan chose from the buffers' lifetimes; and the step as a
+// flat list of kernel launches (library kernels by their registered name,
+// compiled kernels by their symbol), each with buffers and scalars in the
+// kernel's signature order (runtime/backend/KernelABI.h). Running it needs no
+// compiler: the runtime walks the list.
+//
+// A schedule is stored as JSON (`tetra emit --stage=schedule` prints it).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TETRA_RUNTIME_SCHEDULE_SCHEDULE_H
+#define TETRA_RUNTIME_SCHEDULE_SCHEDULE_H
+
+#include "runtime/backend/KernelABI.h"
+#include "runtime/io/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tetra::schedule {
+
+/// What a buffer is to the step. Bound buffers (all but Temporary) are
+/// allocated and owned by the caller and live across steps; temporaries live
+/// in the arena, between their first and last launch.
+enum class BufferRole {
+  Parameter, ///< fp32 master weight, updated in place by AdamW
+  AdamM,     ///< first moment
+  AdamV,     ///< second moment
+  Input,     ///< tokens, targets
+  Output,    ///< loss, grad norm: read back after the step
+  Temporary, ///< activations, gradients, codes, scales
+  Constant,  ///< a splat the executor fills once (the loss seed dloss = 1)
+};
+
+std::string_view bufferRoleName(BufferRole role);
+
+struct BufferDesc {
+  std::string name;
+  BufferRole role = BufferRole::Temporary;
+  backend::ElementType type = backend::ElementType::F32;
+  std::vector<int64_t> shape;
+  /// Temporaries: the byte offset in the arena (planMemory sets it).
+  int64_t offset = -1;
+  /// Constants: every element's value.
+  double splat = 0;
+
+  int64_t numElements() const;
+  int64_t bytes() const;
+};
+
+struct Launch {
+  /// A library kernel's registered name ("rmsnorm.forward") or a compiled
+  /// kernel's symbol.
+  std::string kernel;
+  std::vector<int> buffers; ///< Indices into Schedule::buffers.
+  std::vector<backend::Scalar> scalars;
+  /// Where it came from, for errors and NaN reports: "layers.0.attn.wq
+  /// wgrad", "rmsnorm at llama_tiny.tetra:41:7".
+  std::string origin;
+  /// Scalars set per run (the step, the learning rate): position in
+  /// `scalars` and the name StepExecutor::setScalar gives them.
+  std::vector<std::pair<int, std::string>> boundScalars;
+};
+
+struct Schedule {
+  std::string name;
+  std::vector<BufferDesc> buffers;
+  std::vector<Launch> launches;
+  /// Bytes of the arena that holds every temporary (planMemory sets it).
+  int64_t arenaBytes = 0;
+
+  /// The index of the buffer named `name`, or -1.
+  int findBuffer(std::string_view name) const;
+  /// Bytes of all bound buffers (parameters, moments, inputs, outputs).
+  int64_t boundBytes() const;
+  /// Bytes the temporaries would take without reuse: the plan's baseline.
+  int64_t unplannedBytes() const;
+};
+
+/// Assigns every temporary an arena offset (aligned to `alignment`) so that
+/// two temporaries share bytes only if their lifetimes — from the first
+/// launch that uses them to the last — do not overlap; sets arenaBytes.
+/// Greedy best fit, largest buffers first: deterministic.
+void planMemory(Schedule &schedule, int64_t alignment = 64);
+
+/// Checks a schedule: buffer indices in range, shapes non-negative,
+/// temporaries planned inside the arena without live overlaps, and — when a
+/// signature is known for a launch's kernel — argument counts and kinds.
+/// `signatureOf` returns null for kernels it does not know (compiled ones).
+io::Status validate(
+    const Schedule &schedule,
+    const backend::KernelSignature *(*signatureOf)(std::string_view) = nullptr);
+
+/// The JSON form, and back. Reading checks every field and reports the first
+/// problem with its place ("launches[12].buffers[3]: ...").
+std::string toJson(const Schedule &schedule);
+io::Expected<Schedule> fromJson(std::string_view text);
+
+} // namespace tetra::schedule
+
+#endif // TETRA_RUNTIME_SCHEDULE_SCHEDULE_H

@@ -1,0 +1,239 @@
+//===- ScheduleTest.cpp - Memory plan, JSON form and executor -------------===//
+
+#include "runtime/schedule/Schedule.h"
+#include "runtime/backend/CpuBackend.h"
+#include "runtime/kernels/Registry.h"
+#include "runtime/schedule/Executor.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace tetra;
+using namespace tetra::schedule;
+using backend::Scalar;
+
+namespace {
+
+BufferDesc temporary(std::string name, std::vector<int64_t> shape) {
+  BufferDesc buffer;
+  buffer.name = std::move(name);
+  buffer.shape = std::move(shape);
+  return buffer;
+}
+
+BufferDesc bound(std::string name, BufferRole role,
+                 std::vector<int64_t> shape) {
+  BufferDesc buffer = temporary(std::move(name), std::move(shape));
+  buffer.role = role;
+  return buffer;
+}
+
+Launch makeLaunch(std::string kernel, std::vector<int> buffers,
+                  std::vector<Scalar> scalars, std::string origin) {
+  Launch launch;
+  launch.kernel = std::move(kernel);
+  launch.buffers = std::move(buffers);
+  launch.scalars = std::move(scalars);
+  launch.origin = std::move(origin);
+  return launch;
+}
+
+/// A chain t0 -> t1 -> ... where launch i reads t(i) and writes t(i+1): only
+/// two temporaries are ever live together.
+Schedule chain(int length, int64_t elements) {
+  Schedule schedule;
+  schedule.name = "chain";
+  for (int i = 0; i <= length; ++i)
+    schedule.buffers.push_back(temporary("t" + std::to_string(i), {elements}));
+  for (int i = 0; i < length; ++i)
+    schedule.launches.push_back(makeLaunch(
+        "silu.forward", {i, i + 1}, {Scalar::integer(elements)}, "chain"));
+  return schedule;
+}
+
+TEST(MemoryPlan, ChainReusesTwoSlots) {
+  Schedule schedule = chain(10, 1000);
+  planMemory(schedule);
+  EXPECT_TRUE(static_cast<bool>(validate(schedule)));
+  // 4000 bytes per buffer, aligned to 64: 4032. Two live at a time.
+  EXPECT_EQ(schedule.arenaBytes, 2 * 4032);
+  EXPECT_EQ(schedule.unplannedBytes(), 11 * 4000);
+}
+
+TEST(MemoryPlan, NoOverlapWhileLiveOnRandomSchedules) {
+  std::mt19937 random(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    Schedule schedule;
+    schedule.name = "random";
+    int buffers = 2 + random() % 30;
+    for (int i = 0; i < buffers; ++i)
+      schedule.buffers.push_back(temporary(
+          "t" + std::to_string(i), {1 + static_cast<int64_t>(random() % 500)}));
+    int launches = 1 + random() % 40;
+    for (int l = 0; l < launches; ++l) {
+      Launch launch = makeLaunch("k", {}, {}, "");
+      int arguments = 1 + random() % 4;
+      for (int a = 0; a < arguments; ++a)
+        launch.buffers.push_back(random() % buffers);
+      schedule.launches.push_back(launch);
+    }
+    planMemory(schedule);
+    io::Status valid = validate(schedule);
+    ASSERT_TRUE(static_cast<bool>(valid)) << valid.error().message();
+    EXPECT_LE(schedule.arenaBytes, schedule.unplannedBytes() + 64 * buffers);
+  }
+}
+
+TEST(MemoryPlan, ValidateCatchesOverlappingLiveTemporaries) {
+  Schedule schedule = chain(2, 16);
+  planMemory(schedule);
+  // Put t1 on top of t0: both are live in launch 0.
+  schedule.buffers[1].offset = schedule.buffers[0].offset;
+  io::Status valid = validate(schedule);
+  ASSERT_FALSE(static_cast<bool>(valid));
+  EXPECT_NE(valid.error().message().find("share arena bytes"),
+            std::string::npos);
+}
+
+TEST(ScheduleJson, RoundTrip) {
+  Schedule schedule = chain(3, 8);
+  schedule.buffers.push_back(bound("embed", BufferRole::Parameter, {4, 2}));
+  schedule.buffers.push_back(bound("tokens", BufferRole::Input, {2, 3}));
+  schedule.buffers.back().type = backend::ElementType::I32;
+  schedule.launches.push_back(makeLaunch(
+      "scale.forward", {0, 1}, {Scalar::integer(8), Scalar::real(0.1)},
+      "layers.0.attn.wq wgrad"));
+  schedule.launches.back().boundScalars = {{1, "lr"}};
+  planMemory(schedule);
+  io::Expected<Schedule> back = fromJson(toJson(schedule));
+  ASSERT_TRUE(static_cast<bool>(back)) << back.error().message();
+  EXPECT_EQ(toJson(*back), toJson(schedule));
+  EXPECT_EQ(back->buffers[5].type, backend::ElementType::I32);
+  EXPECT_EQ(back->launches.back().scalars[1].asFloat(), 0.1);
+  EXPECT_EQ(back->launches.back().origin, "layers.0.attn.wq wgrad");
+  ASSERT_EQ(back->launches.back().boundScalars.size(), 1u);
+  EXPECT_EQ(back->launches.back().boundScalars[0].second, "lr");
+}
+
+TEST(ScheduleJson, MalformedIsAnError) {
+  Schedule schedule = chain(1, 8);
+  planMemory(schedule);
+  std::string good = toJson(schedule);
+  struct Case {
+    std::string from, to, message;
+  };
+  const Case cases[] = {
+      {"\"arena_bytes\"", "\"arena\"", "schedule: missing 'arena_bytes'"},
+      {"\"temporary\"", "\"scratch\"", "buffers[0]: unknown role 'scratch'"},
+      {"\"f32\"", "\"f64\"", "buffers[0]: unknown type 'f64'"},
+      {"\"buffers\":[0,1]", "\"buffers\":[0,7]",
+       "launches[0] (silu.forward): buffer index 7 out of range"},
+      {"[\"i\",8]", "[\"x\",8]", "launches[0]: unknown scalar kind 'x'"},
+  };
+  for (const Case &c : cases) {
+    std::string text = good;
+    size_t at = text.find(c.from);
+    ASSERT_NE(at, std::string::npos) << c.from;
+    text.replace(at, c.from.size(), c.to);
+    io::Expected<Schedule> parsed = fromJson(text);
+    ASSERT_FALSE(static_cast<bool>(parsed)) << c.from;
+    EXPECT_NE(parsed.error().message().find(c.message), std::string::npos)
+        << parsed.error().message();
+  }
+  EXPECT_FALSE(static_cast<bool>(fromJson("{\"name\": 3")));
+}
+
+/// x -> rmsnorm -> silu -> scale, through the executor, against the same
+/// kernels called one by one.
+TEST(StepExecutor, RunsLibraryKernelsInOrder) {
+  const int64_t rows = 3, dim = 8;
+  Schedule schedule;
+  schedule.name = "norm_silu";
+  schedule.buffers = {bound("x", BufferRole::Input, {rows, dim}),
+                      bound("w", BufferRole::Parameter, {dim}),
+                      temporary("y", {rows, dim}),
+                      temporary("rstd", {rows}),
+                      temporary("s", {rows, dim}),
+                      bound("out", BufferRole::Output, {rows, dim})};
+  schedule.launches = {
+      makeLaunch(
+          "rmsnorm.forward", {0, 1, 2, 3},
+          {Scalar::integer(rows), Scalar::integer(dim), Scalar::real(1e-5)},
+          "norm"),
+      makeLaunch("silu.forward", {2, 4}, {Scalar::integer(rows * dim)}, "silu"),
+      makeLaunch("scale.forward", {4, 5},
+                 {Scalar::integer(rows * dim), Scalar::real(0.0)}, "scale")};
+  // The factor is set per run, like a learning rate.
+  schedule.launches.back().boundScalars = {{1, "factor"}};
+  planMemory(schedule);
+
+  backend::CpuBackend cpu(2);
+  backend::Module library = *cpu.loadModule(
+      backend::CodeObject::cpuTable(kernels::libraryKernels(), "library"));
+  io::Expected<std::unique_ptr<StepExecutor>> step =
+      StepExecutor::create(cpu, schedule, {library});
+  ASSERT_TRUE(static_cast<bool>(step)) << step.error().message();
+
+  std::vector<float> x(rows * dim), w(dim);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(0.7f * i) * 2;
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = 0.5f + 0.1f * i;
+  backend::Buffer xb = *cpu.allocate(x.size() * 4), wb = *cpu.allocate(dim * 4),
+                  ob = *cpu.allocate(x.size() * 4);
+  ASSERT_TRUE(static_cast<bool>(cpu.copyToDevice(xb, x.data(), x.size() * 4)));
+  ASSERT_TRUE(static_cast<bool>(cpu.copyToDevice(wb, w.data(), dim * 4)));
+
+  io::Status unbound = (*step)->run();
+  ASSERT_FALSE(static_cast<bool>(unbound));
+  EXPECT_NE(unbound.error().message().find("buffer 'x' (input) is not bound"),
+            std::string::npos);
+  ASSERT_TRUE(static_cast<bool>((*step)->bind("x", xb)));
+  ASSERT_TRUE(static_cast<bool>((*step)->bind("w", wb)));
+  ASSERT_TRUE(static_cast<bool>((*step)->bind("out", ob)));
+  EXPECT_FALSE(static_cast<bool>((*step)->bind("y", ob)));
+  io::Status unset = (*step)->run();
+  ASSERT_FALSE(static_cast<bool>(unset));
+  EXPECT_NE(unset.error().message().find("scalar 'factor' is not set"),
+            std::string::npos);
+  (*step)->setScalar("factor", Scalar::real(0.5));
+  io::Status ran = (*step)->run();
+  ASSERT_TRUE(static_cast<bool>(ran)) << ran.error().message();
+  ASSERT_TRUE(static_cast<bool>(cpu.synchronize()));
+  std::vector<float> out(x.size());
+  ASSERT_TRUE(
+      static_cast<bool>(cpu.copyToHost(out.data(), ob, out.size() * 4)));
+  ASSERT_TRUE(static_cast<bool>(cpu.synchronize()));
+
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int64_t d = 0; d < dim; ++d)
+      sum += double(x[r * dim + d]) * x[r * dim + d];
+    double rstd = 1 / std::sqrt(sum / dim + 1e-5);
+    for (int64_t d = 0; d < dim; ++d) {
+      double y = x[r * dim + d] * rstd * w[d];
+      double expected = 0.5 * y / (1 + std::exp(-y));
+      EXPECT_NEAR(out[r * dim + d], expected, 1e-5) << r << "," << d;
+    }
+  }
+  for (backend::Buffer b : {xb, wb, ob})
+    ASSERT_TRUE(static_cast<bool>(cpu.free(b)));
+}
+
+TEST(StepExecutor, UnknownKernelIsAnError) {
+  Schedule schedule = chain(1, 4);
+  schedule.launches[0].kernel = "frobnicate.forward";
+  planMemory(schedule);
+  backend::CpuBackend cpu(2);
+  backend::Module library = *cpu.loadModule(
+      backend::CodeObject::cpuTable(kernels::libraryKernels(), "library"));
+  io::Expected<std::unique_ptr<StepExecutor>> step =
+      StepExecutor::create(cpu, schedule, {library});
+  ASSERT_FALSE(static_cast<bool>(step));
+  EXPECT_NE(step.error().message().find("no kernel 'frobnicate.forward'"),
+            std::string::npos);
+}
+
+} // namespace
