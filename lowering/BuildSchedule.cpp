@@ -492,6 +492,35 @@ LogicalResult ScheduleBuilder::scheduleTrainingOp(Operation *op,
     }
     return success();
   }
+  if (auto kernel = dyn_cast<KernelOp>(op)) {
+    // A compiled kernel: tensor inputs then results as buffers, the seed
+    // and the step (i64 inputs) as scalars bound per run.
+    std::vector<int> args;
+    std::vector<Scalar> scalars;
+    std::vector<std::pair<int, std::string>> bound;
+    for (Value input : kernel.getInputs()) {
+      if (isa<RankedTensorType>(input.getType())) {
+        FailureOr<int> buffer = bufferOf(input);
+        if (failed(buffer))
+          return failure();
+        args.push_back(*buffer);
+        continue;
+      }
+      auto name = scalarArguments.find(input);
+      if (name == scalarArguments.end())
+        return op->emitError("a kernel's scalar input must be the "
+                             "function's tetra.seed or tetra.step");
+      bound.push_back({static_cast<int>(scalars.size()), name->second});
+      scalars.push_back(i64(0));
+    }
+    FailureOr<std::vector<int>> results = buffersOf(kernel.getResults());
+    if (failed(results))
+      return failure();
+    args.insert(args.end(), results->begin(), results->end());
+    launch(op, kernel.getKernelName(), args, scalars);
+    result.launches.back().boundScalars = bound;
+    return success();
+  }
   if (auto clip = dyn_cast<ClipByNormOp>(op)) {
     if (failed(aliasInPlace(op, clip.getGrad(), clip.getResult())))
       return failure();

@@ -268,7 +268,8 @@ io::Status CpuBackend::launch(Kernel kernel, const LaunchConfig &config,
   if (io::Status status = checkArguments(function->signature, buffers, scalars);
       !status)
     return status;
-  const CpuKernelContext context{pool_, function->signature};
+  const CpuKernelContext context{pool_, function->signature,
+                                 function->userData};
   return function->function(context, buffers, scalars);
 }
 

@@ -108,13 +108,13 @@ io::Status checkArguments(const KernelSignature &signature,
   return io::success();
 }
 
-io::Status CpuKernelTable::add(KernelSignature signature,
-                               CpuKernelFn function) {
+io::Status CpuKernelTable::add(KernelSignature signature, CpuKernelFn function,
+                               const void *userData) {
   if (find(signature.name))
     return io::Error("kernel '" + signature.name + "' is registered twice");
   if (!function)
     return io::Error("kernel '" + signature.name + "' has no function");
-  kernels_.push_back(CpuKernel{std::move(signature), function});
+  kernels_.push_back(CpuKernel{std::move(signature), function, userData});
   return io::success();
 }
 

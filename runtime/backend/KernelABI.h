@@ -120,6 +120,9 @@ io::Status checkArguments(const KernelSignature &signature,
 struct CpuKernelContext {
   ThreadPool &pool;
   const KernelSignature &signature;
+  /// What the kernel was registered with (null for library kernels; a
+  /// JIT-compiled kernel's entry point and argument layout).
+  const void *userData = nullptr;
 };
 
 /// A CPU kernel: called only with arguments that passed checkArguments for
@@ -133,6 +136,7 @@ using CpuKernelFn = io::Status (*)(const CpuKernelContext &context,
 struct CpuKernel {
   KernelSignature signature;
   CpuKernelFn function = nullptr;
+  const void *userData = nullptr;
 };
 
 /// The CPU's code object: kernels by name. The library kernels are one such
@@ -140,8 +144,10 @@ struct CpuKernel {
 /// CPU will be another.
 class CpuKernelTable {
 public:
-  /// Adds a kernel; an error if the name is taken.
-  io::Status add(KernelSignature signature, CpuKernelFn function);
+  /// Adds a kernel; an error if the name is taken. `userData` reaches the
+  /// kernel through its context and must outlive the table.
+  io::Status add(KernelSignature signature, CpuKernelFn function,
+                 const void *userData = nullptr);
   /// The kernel called `name`, or null.
   const CpuKernel *find(std::string_view name) const;
   const std::vector<CpuKernel> &kernels() const { return kernels_; }

@@ -1,6 +1,6 @@
 //===- EmitCommand.cpp - tetra emit: the IR after any stage ---------------===//
 //
-// `tetra emit --stage=ast|tetra|train-step|quantized|kernels|cpu FILES...`:
+// `tetra emit --stage=ast|tetra|train-step|quantized|kernels|cpu|schedule`:
 // stop the pipeline at a stage and print what it produced, like the Toy
 // tutorial's `-emit=`. Later stages (the schedule, GPU code) join as their
 // passes land.
@@ -11,6 +11,7 @@
 
 #include "frontend/Frontend.h"
 #include "frontend/MLIRGen.h"
+#include "lowering/BuildSchedule.h"
 #include "lowering/QuantizationPasses.h"
 #include "lowering/TrainingPasses.h"
 
@@ -21,6 +22,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <cstdio>
@@ -37,6 +39,7 @@ struct EmitOptionsFromCommandLine {
   std::vector<std::string> files;
   std::string output = "-";
   bool locations = false;
+  bool json = false;
   EmitOptions emit;
 };
 
@@ -65,7 +68,8 @@ bool parseBindings(llvm::StringRef text, EmitOptions &options) {
 /// (--tetra-form-kernels), then the kernels' CPU code (the tetra-to-llvm
 /// pipeline).
 bool isQuantizationStage(llvm::StringRef stage) {
-  return stage == "quantized" || stage == "kernels" || stage == "cpu";
+  return stage == "quantized" || stage == "kernels" || stage == "cpu" ||
+         stage == "schedule";
 }
 
 std::optional<EmitOptionsFromCommandLine>
@@ -106,6 +110,8 @@ parseArguments(const std::vector<std::string_view> &args, int &status) {
       }
     } else if (arg == "--locations") {
       options.locations = true;
+    } else if (arg == "--json") {
+      options.json = true;
     } else if (arg.starts_with("-") && arg != "-") {
       status = usageError("unknown option '" + arg + "'");
       return std::nullopt;
@@ -115,14 +121,14 @@ parseArguments(const std::vector<std::string_view> &args, int &status) {
   }
   if (options.stage.empty()) {
     status = usageError("--stage is required (ast, tetra, train-step, "
-                        "quantized, kernels or cpu)");
+                        "quantized, kernels, cpu or schedule)");
     return std::nullopt;
   }
   if (options.stage != "ast" && options.stage != "tetra" &&
       options.stage != "train-step" && !isQuantizationStage(options.stage)) {
     status = usageError("unknown stage '" + options.stage +
                         "'; stages: ast, tetra, train-step, quantized, "
-                        "kernels, cpu");
+                        "kernels, cpu, schedule");
     return std::nullopt;
   }
   if (options.files.empty()) {
@@ -164,6 +170,47 @@ bool lowerQuantization(mlir::MLIRContext &context, mlir::ModuleOp module,
   if (stage == "cpu")
     buildTetraToLLVMPipeline(pm);
   return mlir::succeeded(pm.run(module));
+}
+
+/// `--stage=schedule`: @train_step as the runtime's flat list of launches
+/// over a planned arena; a summary with the memory plan, then one line per
+/// launch (or the JSON form with --json).
+bool printSchedule(mlir::MLIRContext &context, mlir::ModuleOp module,
+                   llvm::SourceMgr &sourceMgr, bool json,
+                   llvm::raw_ostream &os) {
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("train_step");
+  if (!step)
+    return false;
+  mlir::FailureOr<schedule::Schedule> plan = buildSchedule(step);
+  if (mlir::failed(plan))
+    return false;
+  if (json) {
+    os << schedule::toJson(*plan) << "\n";
+    return true;
+  }
+  int compiled = 0;
+  for (const schedule::Launch &launch : plan->launches)
+    compiled += llvm::StringRef(launch.origin).starts_with("kernel ");
+  auto mib = [](int64_t bytes) {
+    return llvm::formatv("{0:F2} MiB", bytes / 1048576.0).str();
+  };
+  os << "schedule " << plan->name << ": " << plan->launches.size()
+     << " launches (" << plan->launches.size() - compiled << " library, "
+     << compiled << " compiled), " << plan->buffers.size() << " buffers\n"
+     << "memory: bound " << mib(plan->boundBytes()) << " (parameters, "
+     << "moments, inputs, outputs) + arena " << mib(plan->arenaBytes)
+     << " (temporaries; " << mib(plan->unplannedBytes())
+     << " without reuse) = peak " << mib(plan->boundBytes() + plan->arenaBytes)
+     << "\n";
+  for (auto [index, launch] : llvm::enumerate(plan->launches)) {
+    os << llvm::formatv("{0,5}  {1,-24} ", index, launch.kernel);
+    llvm::interleave(
+        launch.buffers, os,
+        [&](int buffer) { os << plan->buffers[buffer].name; }, ", ");
+    os << "  [" << launch.origin << "]\n";
+  }
+  return true;
 }
 
 /// `--stage=tetra` and `--stage=train-step`: one model, at most one policy
@@ -239,6 +286,8 @@ int emitTetra(const EmitOptionsFromCommandLine &options,
   }
 
   mlir::MLIRContext context;
+  // Diagnostics point into the user's files; an IR dump would bury them.
+  context.printOpOnDiagnostic(false);
   mlir::OwningOpRef<mlir::ModuleOp> module = emitModule(
       context, diags.getSourceMgr(), *model, policy ? &*policy : nullptr, emit);
   if (!module)
@@ -249,6 +298,11 @@ int emitTetra(const EmitOptionsFromCommandLine &options,
   if (isQuantizationStage(options.stage) &&
       !lowerQuantization(context, *module, options.stage, diags.getSourceMgr()))
     return 1;
+  if (options.stage == "schedule")
+    return printSchedule(context, *module, diags.getSourceMgr(), options.json,
+                         os)
+               ? 0
+               : 1;
   mlir::OpPrintingFlags flags;
   if (options.locations)
     flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
@@ -317,11 +371,18 @@ void tetra::driver::printEmitHelp() {
       "          (--tetra-form-kernels)\n"
       "  cpu     the kernels' CPU code in the LLVM dialect, one function\n"
       "          per kernel (--tetra-to-llvm; the host side is dropped)\n"
+      "  schedule\n"
+      "          kernels, with @train_step as the runtime runs it: one launch\n"
+      "          per op (library kernels by name, compiled kernels by\n"
+      "          symbol) over bound buffers and one arena; prints the memory\n"
+      "          plan and the launches (--json: the schedule's JSON form).\n"
+      "          Needs static shapes: --bind batch and seq, or a run file\n"
       "\n"
       "OPTIONS\n"
       "  --bind NAME=N,...  sizes for symbolic dimensions (batch, seq);\n"
       "                     unbound ones stay dynamic (?)\n"
       "  --locations        print each op's file:line:col\n"
+      "  --json             with --stage=schedule, print the JSON form\n"
       "  -o FILE            write to FILE (only if the stage succeeds)\n"
       "  -h, --help         print this help\n");
 }
