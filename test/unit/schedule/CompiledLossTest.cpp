@@ -12,7 +12,7 @@
 #include "frontend/Frontend.h"
 #include "frontend/MLIRGen.h"
 #include "lowering/BuildSchedule.h"
-#include "lowering/CpuKernelTable.h"
+#include "lowering/CompileStep.h"
 #include "lowering/QuantizationPasses.h"
 #include "lowering/TrainingPasses.h"
 #include "runtime/backend/CpuBackend.h"
@@ -413,26 +413,21 @@ TEST_F(TinyLlama, QuantizedTrainStepLearns) {
       *diags, sourceDir + "/models/policies/fp4_all_hadamard.tetra",
       model->linearNames());
   ASSERT_TRUE(policy.has_value());
-  frontend::EmitOptions options;
+  CompileOptions options;
   options.dimensions = {{"batch", batch}, {"seq", seq}};
-  module = frontend::emitModule(context, sourceMgr, *model, &*policy, options);
-  ASSERT_TRUE(module);
-  schedule::Schedule plan =
-      compile("train_step",
-              "tetra-training-step{clip=0},tetra-materialize-quantization,"
-              "tetra-form-kernels");
+  options.clip = 0;
+  options.jit.useCache = false;
+  mlir::FailureOr<CompiledStep> compiled =
+      compileTrainingStep(context, sourceMgr, *model, &*policy, options);
+  ASSERT_TRUE(mlir::succeeded(compiled));
+  const schedule::Schedule &plan = compiled->schedule;
   int compiledLaunches = 0;
   for (const schedule::Launch &launch : plan.launches)
     compiledLaunches += launch.origin.rfind("kernel ", 0) == 0;
   EXPECT_GE(compiledLaunches, 45); // at least the 15 linears' 3 GEMMs each
 
-  cpu::JitOptions jit;
-  jit.useCache = false;
-  auto compiled = cpu::CompiledKernelTable::compile(*module, jit);
-  ASSERT_TRUE(static_cast<bool>(compiled))
-      << llvm::toString(compiled.takeError());
   backend::Module kernels = *cpu.loadModule(
-      backend::CodeObject::cpuTable((*compiled)->table(), "compiled"));
+      backend::CodeObject::cpuTable(compiled->kernels->table(), "compiled"));
   auto step = schedule::StepExecutor::create(cpu, plan, {library, kernels});
   ASSERT_TRUE(static_cast<bool>(step)) << step.error().message();
   for (auto &[name, values] : weights) {

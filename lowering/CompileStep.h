@@ -1,0 +1,63 @@
+//===- CompileStep.h - A model and a policy into a runnable step -*- C++
+//-*-===//
+//
+// The compiler's API for whoever runs a training step (the trainer, a test,
+// another program): an elaborated model and its resolved policy in, a
+// schedule and its compiled CPU kernels out — everything the runtime's
+// StepExecutor needs. Errors are reported through the MLIR context's
+// diagnostic handler, located in the user's files.
+//
+//   tetra::CompileOptions options;
+//   options.dimensions = {{"batch", 8}, {"seq", 128}};
+//   FailureOr<CompiledStep> step =
+//       compileTrainingStep(context, sourceMgr, model, &policy, options);
+//   auto executor = schedule::StepExecutor::create(
+//       backend, step->schedule, {libraryModule, compiledModule});
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TETRA_LOWERING_COMPILESTEP_H
+#define TETRA_LOWERING_COMPILESTEP_H
+
+#include "frontend/MLIRGen.h"
+#include "lowering/BuildSchedule.h"
+#include "lowering/CpuKernelTable.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/LLVM.h"
+
+#include <memory>
+
+namespace tetra {
+
+struct CompileOptions {
+  /// Sizes of `batch` and `seq`: a schedule needs every size.
+  std::map<std::string, int64_t> dimensions;
+  /// AdamW and clipping (the run file's optimizer settings).
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1;
+  double clip = 1.0; ///< 0 disables clipping.
+  ScheduleOptions schedule;
+  cpu::JitOptions jit;
+};
+
+struct CompiledStep {
+  /// @train_step as launches over bound buffers and one arena. Bound
+  /// buffers: every parameter by name, "m.<name>", "v.<name>", "tokens",
+  /// "targets", "loss", "grad_norm" (and "grad.<name>" when exposed);
+  /// run-time scalars "step" (from 1), "lr", "seed".
+  schedule::Schedule schedule;
+  /// The JIT-compiled kernels the schedule launches beside the library's.
+  std::unique_ptr<cpu::CompiledKernelTable> kernels;
+};
+
+/// Emits `model` under `policy` (null: f32 everywhere), builds the training
+/// step, materializes its quantization, forms kernels, JIT-compiles them for
+/// the CPU and schedules the step.
+mlir::FailureOr<CompiledStep> compileTrainingStep(
+    mlir::MLIRContext &context, const llvm::SourceMgr &sourceMgr,
+    const frontend::ModelGraph &model, const frontend::ResolvedPolicy *policy,
+    const CompileOptions &options);
+
+} // namespace tetra
+
+#endif // TETRA_LOWERING_COMPILESTEP_H
