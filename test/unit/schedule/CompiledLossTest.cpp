@@ -462,4 +462,136 @@ TEST_F(TinyLlama, QuantizedTrainStepLearns) {
       << losses.front() << " -> " << losses.back();
 }
 
+/// Subtraction, scaling and negation, which the Llama does not use: the
+/// compiled step's gradients of test/unit/schedule/Inputs/elementwise.tetra
+/// against central finite differences of the same model in fp64.
+TEST(CompiledStep, ElementwiseGradientsMatchFiniteDifferences) {
+  const char *source = std::getenv("TETRA_SOURCE_DIR");
+  ASSERT_NE(source, nullptr);
+  const int64_t batch = 2, seq = 8, vocab = 16, dim = 32, rows = batch * seq;
+  llvm::SourceMgr sourceMgr;
+  frontend::DiagnosticEngine diags(sourceMgr);
+  std::optional<frontend::ModelGraph> model = frontend::loadModel(
+      diags,
+      std::string(source) + "/test/unit/schedule/Inputs/elementwise.tetra");
+  ASSERT_TRUE(model.has_value());
+  mlir::MLIRContext context;
+  CompileOptions options;
+  options.dimensions = {{"batch", batch}, {"seq", seq}};
+  options.clip = 0;
+  options.schedule.exposeGradients = true;
+  options.jit.useCache = false;
+  mlir::FailureOr<CompiledStep> compiled =
+      compileTrainingStep(context, sourceMgr, *model, nullptr, options);
+  ASSERT_TRUE(mlir::succeeded(compiled));
+
+  std::mt19937 random(5);
+  std::normal_distribution<double> normal(0.0, 0.4);
+  std::map<std::string, std::vector<double>> p;
+  for (const frontend::Parameter &parameter : model->parameters) {
+    std::vector<double> values(parameter.numElements());
+    for (double &value : values)
+      value = float(normal(random)); // exactly representable in f32
+    p[parameter.name] = values;
+  }
+  std::vector<int32_t> tokens(rows), targets(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    tokens[i] = int32_t(random() % vocab);
+    targets[i] = int32_t(random() % vocab);
+  }
+  // The model in fp64: y = xAᵀ - 0.5 xBᵀ; z = silu(y) - y/4;
+  // logits = (x - z) headᵀ; mean cross-entropy.
+  auto loss = [&]() {
+    double total = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<double> x(dim), u(dim);
+      for (int64_t d = 0; d < dim; ++d)
+        x[d] = p["embed"][tokens[r] * dim + d];
+      for (int64_t o = 0; o < dim; ++o) {
+        double ya = 0, yb = 0;
+        for (int64_t i = 0; i < dim; ++i) {
+          ya += x[i] * p["a"][o * dim + i];
+          yb += x[i] * p["b"][o * dim + i];
+        }
+        double y = ya - 0.5 * yb;
+        double z = y / (1 + std::exp(-y)) - y / 4;
+        u[o] = x[o] - z;
+      }
+      std::vector<double> logits(vocab);
+      double max = -INFINITY;
+      for (int64_t c = 0; c < vocab; ++c) {
+        double sum = 0;
+        for (int64_t i = 0; i < dim; ++i)
+          sum += u[i] * p["head"][c * dim + i];
+        logits[c] = sum;
+        max = std::max(max, sum);
+      }
+      double z = 0;
+      for (double l : logits)
+        z += std::exp(l - max);
+      total += std::log(z) + max - logits[targets[r]];
+    }
+    return total / rows;
+  };
+
+  backend::CpuBackend cpu(2);
+  backend::Module library = *cpu.loadModule(
+      backend::CodeObject::cpuTable(kernels::libraryKernels(), "library"));
+  backend::Module kernels = *cpu.loadModule(
+      backend::CodeObject::cpuTable(compiled->kernels->table(), "compiled"));
+  auto step = schedule::StepExecutor::create(cpu, compiled->schedule,
+                                             {library, kernels});
+  ASSERT_TRUE(static_cast<bool>(step)) << step.error().message();
+  std::vector<backend::Buffer> owned;
+  auto bind = [&](const std::string &name, const void *data, size_t bytes) {
+    backend::Buffer buffer = *cpu.allocate(bytes);
+    owned.push_back(buffer);
+    ASSERT_TRUE(static_cast<bool>(cpu.copyToDevice(buffer, data, bytes)));
+    ASSERT_TRUE(static_cast<bool>((*step)->bind(name, buffer)));
+  };
+  for (auto &[name, values] : p) {
+    std::vector<float> f(values.begin(), values.end()), zeros(f.size(), 0);
+    bind(name, f.data(), f.size() * 4);
+    for (const char *prefix : {"m.", "v.", "grad."})
+      bind(prefix + name, zeros.data(), zeros.size() * 4);
+  }
+  bind("tokens", tokens.data(), tokens.size() * 4);
+  bind("targets", targets.data(), targets.size() * 4);
+  float zero = 0;
+  bind("loss", &zero, 4);
+  bind("grad_norm", &zero, 4);
+  (*step)->setScalar("step", backend::Scalar::integer(1));
+  (*step)->setScalar("lr", backend::Scalar::real(0.0));
+  (*step)->setScalar("seed", backend::Scalar::integer(0));
+  io::Status ran = (*step)->run();
+  ASSERT_TRUE(static_cast<bool>(ran)) << ran.error().message();
+  ASSERT_TRUE(static_cast<bool>(cpu.synchronize()));
+
+  float compiledLoss;
+  ASSERT_TRUE(static_cast<bool>(
+      cpu.copyToHost(&compiledLoss, *(*step)->buffer("loss"), 4)));
+  ASSERT_TRUE(static_cast<bool>(cpu.synchronize()));
+  double expected = loss();
+  EXPECT_NEAR(compiledLoss, expected, 2e-6 * expected);
+  for (auto &[name, values] : p) {
+    std::vector<float> grad(values.size());
+    ASSERT_TRUE(static_cast<bool>(cpu.copyToHost(
+        grad.data(), *(*step)->buffer("grad." + name), grad.size() * 4)));
+    ASSERT_TRUE(static_cast<bool>(cpu.synchronize()));
+    for (size_t i = 0; i < values.size(); i += 7) {
+      double saved = values[i], h = 1e-5;
+      values[i] = saved + h;
+      double up = loss();
+      values[i] = saved - h;
+      double down = loss();
+      values[i] = saved;
+      double difference = (up - down) / (2 * h);
+      EXPECT_NEAR(grad[i], difference, 1e-3 * std::abs(difference) + 1e-5)
+          << name << "[" << i << "]";
+    }
+  }
+  for (backend::Buffer buffer : owned)
+    ASSERT_TRUE(static_cast<bool>(cpu.free(buffer)));
+}
+
 } // namespace
