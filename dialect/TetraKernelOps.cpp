@@ -10,31 +10,14 @@
 
 #include "dialect/TetraOps.h"
 
+#include "dialect/ShapeChecks.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
 using namespace mlir;
 using namespace tetra;
-
-/// Prints a shape as `4x?x64`.
-static std::string shapeText(ArrayRef<int64_t> shape) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  llvm::interleave(
-      shape, os,
-      [&](int64_t size) {
-        if (ShapedType::isDynamic(size))
-          os << "?";
-        else
-          os << size;
-      },
-      "x");
-  return text;
-}
-
-static bool sameSize(int64_t a, int64_t b) {
-  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
-}
+using namespace tetra::detail;
 
 //===----------------------------------------------------------------------===//
 // ScaledMatmulOp
@@ -95,10 +78,10 @@ static LogicalResult verifyGemmOperand(Operation *op,
     expected[operand.reductionDim] = extent / blockSize;
   if (scalesType.getShape() != ArrayRef<int64_t>(expected))
     return op->emitOpError()
-           << side << " scales must be " << shapeText(expected)
+           << side << " scales must be " << formatShape(expected)
            << " (one per block of " << blockSize << " along dimension "
            << operand.reductionDim << "), got "
-           << shapeText(scalesType.getShape());
+           << formatShape(scalesType.getShape());
   if (scalesType.getElementType() != quant.getScaleType())
     return op->emitOpError()
            << side << " scales must be " << quant.getScaleType() << ", got "
@@ -136,14 +119,14 @@ LogicalResult ScaledMatmulOp::verify() {
   int64_t lhsK = lhsShape[getLhsReductionDim()];
   int64_t rhsK = rhsShape[getRhsReductionDim()];
   int64_t n = rhsShape[1 - getRhsReductionDim()];
-  if (!sameSize(lhsK, rhsK))
+  if (!sizesMatch(lhsK, rhsK))
     return emitOpError() << "shapes do not multiply: op(lhs) is "
-                         << shapeText({m, lhsK}) << " and op(rhs) is "
-                         << shapeText({rhsK, n}) << " (transposes applied)";
+                         << formatShape({m, lhsK}) << " and op(rhs) is "
+                         << formatShape({rhsK, n}) << " (transposes applied)";
   ArrayRef<int64_t> result = getResult().getType().getShape();
-  if (!sameSize(result[0], m) || !sameSize(result[1], n))
-    return emitOpError() << "result is " << shapeText(result)
-                         << " but op(lhs) · op(rhs) is " << shapeText({m, n});
+  if (!sizesMatch(result[0], m) || !sizesMatch(result[1], n))
+    return emitOpError() << "result is " << formatShape(result)
+                         << " but op(lhs) · op(rhs) is " << formatShape({m, n});
   return success();
 }
 

@@ -7,35 +7,18 @@
 
 #include "dialect/TetraOps.h"
 
+#include "dialect/ShapeChecks.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpImplementation.h"
 
 using namespace mlir;
 using namespace tetra;
+using namespace tetra::detail;
 
 #define GET_OP_CLASSES
 #include "dialect/TetraOps.cpp.inc"
-
-/// Prints a shape as `4x?x64`.
-static std::string formatShape(ArrayRef<int64_t> shape) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  llvm::interleave(
-      shape, os,
-      [&](int64_t size) {
-        if (ShapedType::isDynamic(size))
-          os << "?";
-        else
-          os << size;
-      },
-      "x");
-  return text;
-}
-
-static bool sizesMatch(int64_t a, int64_t b) {
-  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
-}
 
 /// The random source (`random(%seed, %step)`) comes whole or not at all, and
 /// must be there when the quantization draws random bits.
@@ -225,15 +208,6 @@ static int64_t productOf(ArrayRef<int64_t> sizes) {
   return product;
 }
 
-static bool shapesMatch(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
-  if (a.size() != b.size())
-    return false;
-  for (auto [x, y] : llvm::zip(a, b))
-    if (!sizesMatch(x, y))
-      return false;
-  return true;
-}
-
 LogicalResult LinearOp::verify() {
   ArrayRef<int64_t> input = getInput().getType().getShape();
   ArrayRef<int64_t> weight = getWeight().getType().getShape();
@@ -304,48 +278,21 @@ LogicalResult RopeOp::verify() {
     return emitOpError("input must be [batch, seq, heads · head_dim]");
   if (!ShapedType::isDynamic(input[2]) && input[2] % headDim != 0)
     return emitOpError() << "features " << input[2]
-                         << " are not a whole number of heads of "
-                         << headDim;
+                         << " are not a whole number of heads of " << headDim;
   if (getTheta().convertToDouble() <= 0)
     return emitOpError("theta must be positive");
   return success();
 }
 
 LogicalResult AttentionOp::verify() {
-  ArrayRef<int64_t> query = getQuery().getType().getShape();
-  ArrayRef<int64_t> key = getKey().getType().getShape();
-  if (query.size() != 3 || key.size() != 3)
-    return emitOpError("query, key and value must be [batch, seq, features]");
   if (getKey().getType() != getValue().getType())
     return emitOpError("key and value must have the same type");
-  if (!sizesMatch(query[0], key[0]) || !sizesMatch(query[1], key[1]))
-    return emitOpError() << "query is " << formatShape(query) << " but key is "
-                         << formatShape(key)
-                         << ": batch and sequence must match";
-  int64_t heads = getHeads(), kvHeads = getKvHeads();
-  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0)
-    return emitOpError() << "heads (" << heads
-                         << ") must be a positive multiple of kv_heads ("
-                         << kvHeads << ")";
-  if (ShapedType::isDynamic(query[2]) || ShapedType::isDynamic(key[2]))
-    return success();
-  if (query[2] % heads != 0)
-    return emitOpError() << "query features " << query[2]
-                         << " are not divisible by heads " << heads;
-  int64_t headDim = query[2] / heads;
-  if (key[2] != kvHeads * headDim)
-    return emitOpError() << "key features " << key[2] << " must be kv_heads ("
-                         << kvHeads << ") × head_dim (" << headDim << ")";
-  return success();
+  return verifyAttentionShapes(*this, getQuery().getType().getShape(),
+                               getKey().getType().getShape(), getHeads(),
+                               getKvHeads());
 }
 
 LogicalResult CrossEntropyOp::verify() {
-  ArrayRef<int64_t> logits = getLogits().getType().getShape();
-  ArrayRef<int64_t> targets = getTargets().getType().getShape();
-  if (logits.empty() || !shapesMatch(logits.drop_back(), targets))
-    return emitOpError() << "targets are " << formatShape(targets)
-                         << " but logits are " << formatShape(logits)
-                         << ": targets must be the logits' shape without "
-                            "the vocabulary";
-  return success();
+  return verifyCrossEntropyShapes(*this, getLogits().getType().getShape(),
+                                  getTargets().getType().getShape());
 }

@@ -8,39 +8,13 @@
 
 #include "dialect/TetraOps.h"
 
+#include "dialect/ShapeChecks.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 
 using namespace mlir;
 using namespace tetra;
-
-/// Prints a shape as `4x?x64`.
-static std::string formatShape(ArrayRef<int64_t> shape) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  llvm::interleave(
-      shape, os,
-      [&](int64_t size) {
-        if (ShapedType::isDynamic(size))
-          os << "?";
-        else
-          os << size;
-      },
-      "x");
-  return text;
-}
-
-static bool sizesMatch(int64_t a, int64_t b) {
-  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
-}
-
-static bool shapesMatch(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
-  if (a.size() != b.size())
-    return false;
-  for (auto [x, y] : llvm::zip(a, b))
-    if (!sizesMatch(x, y))
-      return false;
-  return true;
-}
+using namespace tetra::detail;
 
 //===----------------------------------------------------------------------===//
 // The backward of the model ops
@@ -94,40 +68,14 @@ LogicalResult RopeGradOp::verify() {
 }
 
 LogicalResult AttentionGradOp::verify() {
-  ArrayRef<int64_t> query = getQuery().getType().getShape();
-  ArrayRef<int64_t> key = getKey().getType().getShape();
-  if (query.size() != 3 || key.size() != 3)
-    return emitOpError("query, key and value must be [batch, seq, features]");
-  if (!sizesMatch(query[0], key[0]) || !sizesMatch(query[1], key[1]))
-    return emitOpError() << "query is " << formatShape(query) << " but key is "
-                         << formatShape(key)
-                         << ": batch and sequence must match";
-  int64_t heads = getHeads(), kvHeads = getKvHeads();
-  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0)
-    return emitOpError() << "heads (" << heads
-                         << ") must be a positive multiple of kv_heads ("
-                         << kvHeads << ")";
-  if (ShapedType::isDynamic(query[2]) || ShapedType::isDynamic(key[2]))
-    return success();
-  if (query[2] % heads != 0)
-    return emitOpError() << "query features " << query[2]
-                         << " are not divisible by heads " << heads;
-  int64_t headDim = query[2] / heads;
-  if (key[2] != kvHeads * headDim)
-    return emitOpError() << "key features " << key[2] << " must be kv_heads ("
-                         << kvHeads << ") × head_dim (" << headDim << ")";
-  return success();
+  return verifyAttentionShapes(*this, getQuery().getType().getShape(),
+                               getKey().getType().getShape(), getHeads(),
+                               getKvHeads());
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
-  ArrayRef<int64_t> logits = getLogits().getType().getShape();
-  ArrayRef<int64_t> targets = getTargets().getType().getShape();
-  if (logits.empty() || !shapesMatch(logits.drop_back(), targets))
-    return emitOpError() << "targets are " << formatShape(targets)
-                         << " but logits are " << formatShape(logits)
-                         << ": targets must be the logits' shape without "
-                            "the vocabulary";
-  return success();
+  return verifyCrossEntropyShapes(*this, getLogits().getType().getShape(),
+                                  getTargets().getType().getShape());
 }
 
 //===----------------------------------------------------------------------===//
