@@ -2,6 +2,9 @@
 
 #include "runtime/schedule/Executor.h"
 
+#include <algorithm>
+#include <cmath>
+
 using namespace tetra;
 using namespace tetra::schedule;
 
@@ -107,6 +110,14 @@ io::Status StepExecutor::bind(std::string_view name, backend::Buffer buffer) {
 }
 
 io::Status StepExecutor::run(backend::Stream stream) {
+  return runLaunches(stream, /*checkFinite=*/false);
+}
+
+io::Status StepExecutor::runCheckingFinite(backend::Stream stream) {
+  return runLaunches(stream, /*checkFinite=*/true);
+}
+
+io::Status StepExecutor::runLaunches(backend::Stream stream, bool checkFinite) {
   for (size_t i = 0; i < bound_.size(); ++i)
     if (!bound_[i])
       return io::Error("schedule '" + schedule_.name + "': buffer '" +
@@ -136,6 +147,35 @@ io::Status StepExecutor::run(backend::Stream stream) {
       return io::Error("launch " + std::to_string(l) + " (" + launch.kernel +
                        ", " + launch.origin +
                        "): " + launched.error().message());
+    if (!checkFinite)
+      continue;
+    const backend::KernelSignature *signature = backend_.signature(kernels_[l]);
+    if (!signature)
+      continue;
+    for (size_t a = 0; a < launch.buffers.size(); ++a) {
+      // Variadic signatures repeat their last buffer parameter.
+      const backend::BufferParam &param =
+          signature->buffers[std::min(a, signature->buffers.size() - 1)];
+      const BufferDesc &desc = schedule_.buffers[launch.buffers[a]];
+      if (param.access == backend::BufferAccess::In ||
+          desc.type != backend::ElementType::F32)
+        continue;
+      std::vector<float> values(desc.numElements());
+      if (io::Status copied =
+              backend_.copyToHost(values.data(), arguments[a],
+                                  values.size() * sizeof(float), stream);
+          !copied)
+        return copied.error();
+      if (io::Status done = backend_.synchronize(stream); !done)
+        return done.error();
+      for (size_t i = 0; i < values.size(); ++i)
+        if (!std::isfinite(values[i]))
+          return io::Error("non-finite value (" + std::to_string(values[i]) +
+                           ") at element " + std::to_string(i) + " of '" +
+                           desc.name + "', written by launch " +
+                           std::to_string(l) + " (" + launch.kernel + ", " +
+                           launch.origin + ")");
+    }
   }
   return io::success();
 }

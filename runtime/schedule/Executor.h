@@ -44,12 +44,20 @@ public:
   /// Launches every kernel in order on `stream`; an unbound buffer or a
   /// failing launch is an error that names the launch and its origin.
   io::Status run(backend::Stream stream = {});
+  /// Like run(), but after each launch reads back every f32 buffer the
+  /// kernel writes (out and inout, per its signature) and stops at the first
+  /// NaN or Inf: the error names the buffer, the launch and its origin —
+  /// which linear and which GEMM role ("layers.3.mlp.down.wgrad at
+  /// model.tetra:41:7"). Slow; for finding where a step went non-finite.
+  io::Status runCheckingFinite(backend::Stream stream = {});
 
   const Schedule &schedule() const { return schedule_; }
   /// The device buffer of `name`: a bound one, or a temporary's arena slice.
   io::Expected<backend::Buffer> buffer(std::string_view name) const;
 
 private:
+  io::Status runLaunches(backend::Stream stream, bool checkFinite);
+
   StepExecutor(backend::Backend &backend, Schedule schedule)
       : backend_(backend), schedule_(std::move(schedule)) {}
 

@@ -222,6 +222,54 @@ TEST(StepExecutor, RunsLibraryKernelsInOrder) {
     ASSERT_TRUE(static_cast<bool>(cpu.free(b)));
 }
 
+/// A NaN in the input shows up first in rmsnorm's output: the checked run
+/// names that buffer, the launch and its origin; a plain run just runs.
+TEST(StepExecutor, CheckedRunNamesTheFirstNonFiniteLaunch) {
+  const int64_t rows = 2, dim = 4;
+  Schedule schedule;
+  schedule.name = "nan";
+  schedule.buffers = {bound("x", BufferRole::Input, {rows, dim}),
+                      bound("w", BufferRole::Parameter, {dim}),
+                      temporary("y", {rows, dim}), temporary("rstd", {rows}),
+                      bound("out", BufferRole::Output, {rows, dim})};
+  schedule.launches = {makeLaunch("rmsnorm.forward", {0, 1, 2, 3},
+                                  {Scalar::integer(rows), Scalar::integer(dim),
+                                   Scalar::real(1e-5)},
+                                  "layers.1.attn_norm at model.tetra:12:3"),
+                       makeLaunch("silu.forward", {2, 4},
+                                  {Scalar::integer(rows * dim)}, "silu")};
+  planMemory(schedule);
+  backend::CpuBackend cpu(2);
+  backend::Module library = *cpu.loadModule(
+      backend::CodeObject::cpuTable(kernels::libraryKernels(), "library"));
+  auto step = StepExecutor::create(cpu, schedule, {library});
+  ASSERT_TRUE(static_cast<bool>(step)) << step.error().message();
+  std::vector<float> x(rows * dim, 1.0f), w(dim, 1.0f);
+  x[5] = NAN;
+  backend::Buffer xb = *cpu.allocate(x.size() * 4), wb = *cpu.allocate(16),
+                  ob = *cpu.allocate(x.size() * 4);
+  ASSERT_TRUE(static_cast<bool>(cpu.copyToDevice(xb, x.data(), x.size() * 4)));
+  ASSERT_TRUE(static_cast<bool>(cpu.copyToDevice(wb, w.data(), 16)));
+  ASSERT_TRUE(static_cast<bool>((*step)->bind("x", xb)));
+  ASSERT_TRUE(static_cast<bool>((*step)->bind("w", wb)));
+  ASSERT_TRUE(static_cast<bool>((*step)->bind("out", ob)));
+  EXPECT_TRUE(static_cast<bool>((*step)->run()));
+  io::Status checked = (*step)->runCheckingFinite();
+  ASSERT_FALSE(static_cast<bool>(checked));
+  EXPECT_NE(checked.error().message().find(
+                "of 'y', written by launch 0 (rmsnorm.forward, "
+                "layers.1.attn_norm at model.tetra:12:3)"),
+            std::string::npos)
+      << checked.error().message();
+  // Finite again: the checked run passes.
+  x[5] = 2.0f;
+  ASSERT_TRUE(static_cast<bool>(cpu.copyToDevice(xb, x.data(), x.size() * 4)));
+  io::Status clean = (*step)->runCheckingFinite();
+  EXPECT_TRUE(static_cast<bool>(clean)) << clean.error().message();
+  for (backend::Buffer b : {xb, wb, ob})
+    ASSERT_TRUE(static_cast<bool>(cpu.free(b)));
+}
+
 TEST(StepExecutor, UnknownKernelIsAnError) {
   Schedule schedule = chain(1, 4);
   schedule.launches[0].kernel = "frobnicate.forward";
