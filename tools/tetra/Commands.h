@@ -43,6 +43,18 @@ void printEmitHelp();
 int explainPolicyMain(const std::vector<std::string_view> &args);
 void printExplainPolicyHelp();
 
+/// tools/tetra/TokenizeCommand.cpp
+int tokenizeMain(const std::vector<std::string_view> &args);
+void printTokenizeHelp();
+
+/// tools/tetra/PlotCommand.cpp
+int plotMain(const std::vector<std::string_view> &args);
+void printPlotHelp();
+
+/// tools/tetra/TrainCommand.cpp
+int trainMain(const std::vector<std::string_view> &args);
+void printTrainHelp();
+
 } // namespace tetra::driver
 
 #endif // TETRA_TOOLS_TETRA_COMMANDS_H

@@ -24,9 +24,15 @@ const Command kCommands[] = {
      explainPolicyMain, printExplainPolicyHelp},
     {"emit", "print the IR after a stage: the syntax tree, the tetra dialect",
      emitMain, printEmitHelp},
+    {"train", "compile a run's training step and train it", trainMain,
+     printTrainHelp},
+    {"plot", "draw the loss curves of several runs into a PNG", plotMain,
+     printPlotHelp},
     {"quantize",
      "quantize the tensors of a safetensors file and report the error",
      quantizeMain, printQuantizeHelp},
+    {"tokenize", "encode text files into a token file (bytes, gpt2, llama3)",
+     tokenizeMain, printTokenizeHelp},
 };
 
 const Command *findCommand(std::string_view name) {

@@ -1,0 +1,333 @@
+//===- Trainer.cpp - The training loop over a compiled step ---------------===//
+
+#include "runtime/trainer/Trainer.h"
+
+#include "runtime/checkpoint/Checkpoint.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+using namespace tetra;
+using namespace tetra::trainer;
+
+namespace {
+
+/// splitmix64: a small, well-mixed 64-bit generator, identical everywhere.
+uint64_t splitmix64(uint64_t &state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// A uniform double in (0, 1].
+double uniform(uint64_t &state) {
+  return (static_cast<double>(splitmix64(state) >> 11) + 1.0) * 0x1.0p-53;
+}
+
+const std::string kPrefixes[] = {"", "m.", "v."};
+
+} // namespace
+
+int64_t ParameterSpec::numElements() const {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1},
+                         std::multiplies<int64_t>());
+}
+
+io::Expected<std::unique_ptr<Trainer>>
+Trainer::create(backend::Backend &backend, const schedule::Schedule &step,
+                const std::vector<backend::Module> &modules,
+                TrainerConfig config, data::Packer train) {
+  std::unique_ptr<Trainer> trainer(
+      new Trainer(backend, std::move(config), std::move(train)));
+  io::Expected<std::unique_ptr<schedule::StepExecutor>> executor =
+      schedule::StepExecutor::create(backend, step, modules);
+  if (!executor)
+    return executor.error();
+  trainer->executor_ = std::move(*executor);
+  // Every bound buffer of the step, allocated here and owned by the trainer.
+  for (const schedule::BufferDesc &buffer : step.buffers) {
+    if (buffer.role == schedule::BufferRole::Temporary ||
+        buffer.role == schedule::BufferRole::Constant)
+      continue;
+    io::Expected<backend::Buffer> allocated =
+        backend.allocate(static_cast<size_t>(buffer.bytes()));
+    if (!allocated)
+      return allocated.error();
+    trainer->buffers_.push_back({buffer.name, *allocated});
+    if (io::Status bound = trainer->executor_->bind(buffer.name, *allocated);
+        !bound)
+      return bound.error();
+  }
+  const data::PackerOptions &options = trainer->train_.options();
+  for (const char *name : {"tokens", "targets"}) {
+    int index = step.findBuffer(name);
+    if (index < 0 ||
+        step.buffers[index].numElements() != options.batchSize * options.seqLen)
+      return io::Error("the compiled step's '" + std::string(name) +
+                       "' is not [micro_batch, seq_len] = [" +
+                       std::to_string(options.batchSize) + ", " +
+                       std::to_string(options.seqLen) + "]");
+  }
+  return trainer;
+}
+
+Trainer::~Trainer() {
+  executor_.reset();
+  for (auto &[name, buffer] : buffers_)
+    (void)backend_.free(buffer);
+}
+
+io::Status Trainer::upload(const std::string &name, const void *data,
+                           size_t bytes) {
+  io::Expected<backend::Buffer> buffer = executor_->buffer(name);
+  if (!buffer)
+    return buffer.error();
+  if (io::Status copied = backend_.copyToDevice(*buffer, data, bytes); !copied)
+    return copied;
+  return backend_.synchronize();
+}
+
+io::Expected<std::vector<float>> Trainer::read(const std::string &name) {
+  io::Expected<backend::Buffer> buffer = executor_->buffer(name);
+  if (!buffer)
+    return buffer.error();
+  std::vector<float> values(buffer->size() / sizeof(float));
+  if (io::Status copied =
+          backend_.copyToHost(values.data(), *buffer, buffer->size());
+      !copied)
+    return copied.error();
+  if (io::Status done = backend_.synchronize(); !done)
+    return done.error();
+  return values;
+}
+
+io::Status Trainer::initialize() {
+  for (size_t p = 0; p < config_.parameters.size(); ++p) {
+    const ParameterSpec &spec = config_.parameters[p];
+    std::vector<float> values(spec.numElements(), 0.0f);
+    uint64_t state = config_.seed * 0x100000001B3ull + p;
+    for (size_t i = 0; i < values.size(); ++i) {
+      switch (spec.init) {
+      case ParameterSpec::Init::Zeros:
+        break;
+      case ParameterSpec::Init::Ones:
+        values[i] = 1.0f;
+        break;
+      case ParameterSpec::Init::Normal: {
+        double radius = std::sqrt(-2.0 * std::log(uniform(state)));
+        double angle = 2.0 * M_PI * uniform(state);
+        values[i] = static_cast<float>(spec.std * radius * std::cos(angle));
+        break;
+      }
+      }
+    }
+    std::vector<float> zeros(values.size(), 0.0f);
+    if (io::Status s = upload(spec.name, values.data(), values.size() * 4); !s)
+      return s;
+    for (const char *prefix : {"m.", "v."})
+      if (io::Status s =
+              upload(prefix + spec.name, zeros.data(), zeros.size() * 4);
+          !s)
+        return s;
+  }
+  step_ = 0;
+  return io::success();
+}
+
+std::vector<std::string> Trainer::stateBuffers() const {
+  std::vector<std::string> names;
+  for (const std::string &prefix : kPrefixes)
+    for (const ParameterSpec &spec : config_.parameters)
+      names.push_back(prefix + spec.name);
+  return names;
+}
+
+io::Expected<std::vector<std::vector<float>>> Trainer::snapshot() {
+  std::vector<std::vector<float>> state;
+  for (const std::string &name : stateBuffers()) {
+    io::Expected<std::vector<float>> values = read(name);
+    if (!values)
+      return values.error();
+    state.push_back(std::move(*values));
+  }
+  return state;
+}
+
+io::Status Trainer::restore(const std::vector<std::vector<float>> &state) {
+  std::vector<std::string> names = stateBuffers();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (io::Status s =
+            upload(names[i], state[i].data(), state[i].size() * sizeof(float));
+        !s)
+      return s;
+  return io::success();
+}
+
+io::Status Trainer::saveCheckpoint() {
+  checkpoint::TrainingState state;
+  state.model = config_.model;
+  state.policy = config_.policy;
+  state.step = step_;
+  state.seed = config_.seed;
+  state.dataPosition = train_.position().serialize();
+  std::vector<checkpoint::Tensor> *lists[] = {
+      &state.parameters, &state.optimizerM, &state.optimizerV};
+  for (int list = 0; list < 3; ++list)
+    for (const ParameterSpec &spec : config_.parameters) {
+      io::Expected<std::vector<float>> values =
+          read(kPrefixes[list] + spec.name);
+      if (!values)
+        return values.error();
+      checkpoint::Tensor tensor;
+      tensor.name = spec.name;
+      tensor.shape = spec.shape;
+      tensor.bytes.resize(values->size() * sizeof(float));
+      std::memcpy(tensor.bytes.data(), values->data(), tensor.bytes.size());
+      lists[list]->push_back(std::move(tensor));
+    }
+  io::Expected<std::string> path =
+      checkpoint::saveCheckpoint(config_.checkpointDir, state);
+  if (!path)
+    return path.error();
+  return io::success();
+}
+
+io::Status Trainer::resume(const std::string &directory) {
+  checkpoint::CheckpointSpec spec;
+  spec.model = config_.model;
+  for (const ParameterSpec &parameter : config_.parameters)
+    spec.parameters.push_back(
+        {parameter.name, io::Dtype::F32, parameter.shape});
+  io::Expected<checkpoint::TrainingState> state =
+      checkpoint::loadLatestCheckpoint(directory, &spec);
+  if (!state)
+    return state.error();
+  io::Expected<data::DataPosition> position =
+      data::DataPosition::parse(state->dataPosition);
+  if (!position)
+    return position.error();
+  const std::vector<checkpoint::Tensor> *lists[] = {
+      &state->parameters, &state->optimizerM, &state->optimizerV};
+  for (int list = 0; list < 3; ++list)
+    for (const ParameterSpec &parameter : config_.parameters) {
+      const checkpoint::Tensor *tensor =
+          checkpoint::TrainingState::find(*lists[list], parameter.name);
+      if (!tensor)
+        return io::Error("checkpoint in '" + directory + "' has no '" +
+                         kPrefixes[list] + parameter.name + "'");
+      if (io::Status s = upload(kPrefixes[list] + parameter.name,
+                                tensor->bytes.data(), tensor->bytes.size());
+          !s)
+        return s;
+    }
+  if (io::Status restored = train_.restore(*position); !restored)
+    return restored;
+  step_ = state->step;
+  return io::success();
+}
+
+io::Expected<TrainingSummary> Trainer::train() {
+  std::optional<MetricsWriter> metrics;
+  if (!config_.metricsPath.empty()) {
+    io::Expected<MetricsWriter> opened =
+        MetricsWriter::open(config_.metricsPath, config_.run);
+    if (!opened)
+      return opened.error();
+    metrics.emplace(std::move(*opened));
+  }
+  TrainingSummary summary;
+  summary.firstStep = step_ + 1;
+  auto start = std::chrono::steady_clock::now();
+  int64_t tokensPerStep = train_.options().batchSize * train_.options().seqLen;
+  data::Batch batch;
+  int64_t last = config_.stopAfter > 0
+                     ? std::min(config_.stopAfter, config_.steps)
+                     : config_.steps;
+  while (step_ < last) {
+    int64_t step = step_ + 1;
+    io::Expected<bool> got = train_.nextBatch(batch);
+    if (!got)
+      return got.error();
+    if (!*got)
+      return io::Error("step " + std::to_string(step) +
+                       ": the training data ran out");
+    if (io::Status s =
+            upload("tokens", batch.tokens.data(), batch.tokens.size() * 4);
+        !s)
+      return s.error();
+    if (io::Status s =
+            upload("targets", batch.targets.data(), batch.targets.size() * 4);
+        !s)
+      return s.error();
+    std::vector<std::vector<float>> before;
+    if (config_.guardNonFinite) {
+      io::Expected<std::vector<std::vector<float>>> saved = snapshot();
+      if (!saved)
+        return saved.error();
+      before = std::move(*saved);
+    }
+    double lr = config_.lr.at(step);
+    executor_->setScalar("step", backend::Scalar::integer(step));
+    executor_->setScalar("lr", backend::Scalar::real(lr));
+    executor_->setScalar(
+        "seed", backend::Scalar::integer(static_cast<int64_t>(config_.seed)));
+    if (io::Status ran = executor_->run(); !ran)
+      return io::Error("step " + std::to_string(step) + ": " +
+                       ran.error().message());
+    if (io::Status done = backend_.synchronize(); !done)
+      return done.error();
+    io::Expected<std::vector<float>> loss = read("loss");
+    io::Expected<std::vector<float>> norm = read("grad_norm");
+    if (!loss || !norm)
+      return loss ? norm.error() : loss.error();
+    if (!std::isfinite((*loss)[0]) || !std::isfinite((*norm)[0])) {
+      std::string what = "step " + std::to_string(step) + ": loss " +
+                         std::to_string((*loss)[0]) + ", gradient norm " +
+                         std::to_string((*norm)[0]);
+      if (!config_.guardNonFinite)
+        return io::Error(what);
+      if (io::Status undone = restore(before); !undone)
+        return undone.error();
+      io::Status checked = executor_->runCheckingFinite();
+      return io::Error(what + (checked ? std::string(" (not reproduced)")
+                                       : "; first non-finite value: " +
+                                             checked.error().message()));
+    }
+    step_ = step;
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    StepRecord record;
+    record.step = step;
+    record.loss = (*loss)[0];
+    record.lr = lr;
+    record.gradNorm = (*norm)[0];
+    record.elapsedSeconds = seconds;
+    record.tokensPerSecond =
+        seconds > 0 ? tokensPerStep * (step - summary.firstStep + 1) / seconds
+                    : 0;
+    summary.losses.push_back(record.loss);
+    if (metrics && (step % std::max<int64_t>(1, config_.logInterval) == 0 ||
+                    step == config_.steps))
+      if (io::Status written = metrics->write(record); !written)
+        return written.error();
+    if (!config_.quiet)
+      printProgress(record, config_.steps, config_.logInterval);
+    if (!config_.checkpointDir.empty() && config_.checkpointInterval > 0 &&
+        (step % config_.checkpointInterval == 0 || step == last))
+      if (io::Status saved = saveCheckpoint(); !saved)
+        return saved.error();
+    summary.seconds = seconds;
+    summary.tokensPerSecond = record.tokensPerSecond;
+  }
+  summary.lastStep = step_;
+  if (!summary.losses.empty()) {
+    summary.firstLoss = summary.losses.front();
+    summary.lastLoss = summary.losses.back();
+  }
+  return summary;
+}

@@ -1,0 +1,179 @@
+//===- PlotCommand.cpp - tetra plot: loss curves as a picture -------------===//
+//
+// `tetra plot RUN... -o curves.png`: each RUN is a metrics file (JSON lines,
+// one object per logged step: "step", "loss", and whatever else the trainer
+// logs, e.g. "eval_loss", "lr", "grad_norm") or a run directory holding
+// metrics.jsonl. Draws one curve per run (and the evaluation loss dashed)
+// into a PNG a person can look at.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/tetra/Commands.h"
+
+#include "runtime/io/Json.h"
+#include "runtime/plot/LineChart.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <sys/stat.h>
+
+using namespace tetra;
+
+namespace {
+
+int usageError(const std::string &message) {
+  std::fprintf(stderr, "tetra plot: error: %s (see 'tetra plot --help')\n",
+               message.c_str());
+  return 2;
+}
+
+bool isDirectory(const std::string &path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+/// "runs/fp4_all_hadamard/metrics.jsonl" -> "fp4_all_hadamard";
+/// "fp4.jsonl" -> "fp4".
+std::string defaultName(const std::string &path) {
+  std::string name = path;
+  size_t slash = name.find_last_of('/');
+  std::string file = slash == std::string::npos ? name : name.substr(slash + 1);
+  if (file == "metrics.jsonl" && slash != std::string::npos) {
+    std::string dir = name.substr(0, slash);
+    size_t parent = dir.find_last_of('/');
+    return parent == std::string::npos ? dir : dir.substr(parent + 1);
+  }
+  size_t dot = file.find_last_of('.');
+  return dot == std::string::npos ? file : file.substr(0, dot);
+}
+
+/// Reads `metric` (and "eval_<metric>") per step from a metrics file; a
+/// "run" field on any line names the series.
+io::Expected<std::vector<plot::Series>> readRun(const std::string &path,
+                                                const std::string &metric) {
+  std::ifstream in(path);
+  if (!in)
+    return io::Error("cannot read '" + path + "'");
+  plot::Series train, eval;
+  train.name = defaultName(path);
+  eval.dashed = true;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    io::Expected<io::JsonValue> value = io::parseJson(line);
+    if (!value || !value->isObject())
+      return io::Error(path + ":" + std::to_string(number) +
+                       ": not a JSON object" +
+                       (value ? "" : ": " + value.error().message()));
+    const io::JsonValue *step = value->find("step");
+    if (!step || !step->isNumber())
+      return io::Error(path + ":" + std::to_string(number) +
+                       ": no numeric \"step\"");
+    if (const io::JsonValue *run = value->find("run"); run && run->isString())
+      train.name = run->asString();
+    if (const io::JsonValue *y = value->find(metric); y && y->isNumber())
+      train.points.push_back({step->asDouble(), y->asDouble()});
+    if (const io::JsonValue *y = value->find("eval_" + metric);
+        y && y->isNumber())
+      eval.points.push_back({step->asDouble(), y->asDouble()});
+  }
+  if (train.points.empty() && eval.points.empty())
+    return io::Error(path + ": no \"" + metric + "\" in any line");
+  std::vector<plot::Series> series;
+  if (!train.points.empty())
+    series.push_back(train);
+  if (!eval.points.empty()) {
+    eval.name = train.name + " (eval)";
+    series.push_back(eval);
+  }
+  return series;
+}
+
+} // namespace
+
+int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
+  std::vector<std::string> runs;
+  std::string output, metric = "loss", title;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg(args[i]);
+    auto value = [&](std::string &slot) {
+      if (i + 1 == args.size())
+        return false;
+      slot = std::string(args[++i]);
+      return true;
+    };
+    if (arg == "-o" || arg == "--output") {
+      if (!value(output))
+        return usageError("'" + arg + "' needs a file name");
+    } else if (arg == "--metric") {
+      if (!value(metric))
+        return usageError("'--metric' needs a name");
+    } else if (arg == "--title") {
+      if (!value(title))
+        return usageError("'--title' needs a text");
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      return usageError("unknown option '" + arg + "'");
+    } else {
+      runs.push_back(arg);
+    }
+  }
+  if (runs.empty())
+    return usageError("no runs given");
+  if (output.empty())
+    return usageError("no output: -o curves.png");
+
+  std::vector<plot::Series> series;
+  for (std::string path : runs) {
+    if (isDirectory(path))
+      path += "/metrics.jsonl";
+    io::Expected<std::vector<plot::Series>> run = readRun(path, metric);
+    if (!run) {
+      std::fprintf(stderr, "tetra plot: error: %s\n",
+                   run.error().message().c_str());
+      return 1;
+    }
+    // One color per run: its evaluation curve is dashed in the same color.
+    int color = 0;
+    for (const plot::Series &s : series)
+      color = std::max(color, s.color + 1);
+    for (plot::Series &s : *run)
+      s.color = color;
+    series.insert(series.end(), run->begin(), run->end());
+  }
+  plot::ChartOptions options;
+  options.title = title.empty() ? metric : title;
+  options.yLabel = metric;
+  io::Status written = plot::drawLineChart(series, options).writePng(output);
+  if (!written) {
+    std::fprintf(stderr, "tetra plot: error: %s\n",
+                 written.error().message().c_str());
+    return 1;
+  }
+  std::printf("wrote %s: %zu curves\n", output.c_str(), series.size());
+  return 0;
+}
+
+void tetra::driver::printPlotHelp() {
+  std::printf(
+      "USAGE: tetra plot RUN... -o OUT.png [--metric NAME] [--title TEXT]\n"
+      "\n"
+      "Draws the loss curves of several runs side by side into a PNG.\n"
+      "\n"
+      "RUN is a metrics file (JSON lines, one object per logged step with\n"
+      "\"step\" and the metric, optionally \"run\" naming the curve) or a run\n"
+      "directory holding metrics.jsonl. \"eval_<metric>\" values are drawn\n"
+      "dashed beside the training curve.\n"
+      "\n"
+      "OPTIONS\n"
+      "  -o, --output OUT.png  the picture (written atomically)\n"
+      "  --metric NAME         what to draw (default loss; also lr,\n"
+      "                        grad_norm, ...)\n"
+      "  --title TEXT          the chart's title (default: the metric)\n"
+      "  -h, --help            print this help\n");
+}

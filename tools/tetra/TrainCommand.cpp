@@ -1,0 +1,318 @@
+//===- TrainCommand.cpp - tetra train: compile a run and train it ---------===//
+//
+// `tetra train RUN.tetra [--steps N] [--out DIR] [--resume DIR]`: loads the
+// run, its model and policy (every error with file:line:col), compiles the
+// training step for the run's target, reads and tokenizes the data, and
+// trains with a progress line, metrics (DIR/metrics.jsonl) and checkpoints.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/tetra/Commands.h"
+
+#include "frontend/Frontend.h"
+#include "lowering/CompileStep.h"
+#include "runtime/backend/CpuBackend.h"
+#include "runtime/data/Documents.h"
+#include "runtime/data/Packer.h"
+#include "runtime/kernels/Registry.h"
+#include "runtime/tokenizer/Tokenizer.h"
+#include "runtime/trainer/Trainer.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <cstdio>
+#include <sys/stat.h>
+
+using namespace tetra;
+
+namespace {
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "tetra train: error: %s\n", message.c_str());
+  return 1;
+}
+
+int usageError(const std::string &message) {
+  std::fprintf(stderr, "tetra train: error: %s (see 'tetra train --help')\n",
+               message.c_str());
+  return 2;
+}
+
+bool makeDirectories(const std::string &path) {
+  std::string partial;
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      partial = path.substr(0, i);
+      if (!partial.empty())
+        mkdir(partial.c_str(), 0755);
+    }
+  }
+  struct stat info;
+  return stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+/// The number of rows of the embedding table the model reads tokens with:
+/// every token id must be below it.
+int64_t embeddingRows(const frontend::ModelGraph &model) {
+  int64_t rows = 0;
+  for (const frontend::Function &function : model.functions)
+    for (const frontend::Op &op : function.ops) {
+      if (op.kind != frontend::OpKind::Embedding)
+        continue;
+      const frontend::Value &table = function.values[op.operands[0]];
+      if (table.source == frontend::Value::Source::Parameter)
+        rows = model.parameters[table.index].shape[0];
+    }
+  return rows;
+}
+
+} // namespace
+
+int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
+  std::string runPath, outDir, resumeDir, policyOverride;
+  int64_t steps = 0, until = 0, checkpointEvery = 0;
+  bool quiet = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg(args[i]);
+    auto value = [&](std::string &slot) {
+      if (i + 1 == args.size())
+        return false;
+      slot = std::string(args[++i]);
+      return true;
+    };
+    std::string text;
+    if (arg == "--steps") {
+      if (!value(text) || (steps = std::atoll(text.c_str())) <= 0)
+        return usageError("--steps takes a positive number");
+    } else if (arg == "--until") {
+      if (!value(text) || (until = std::atoll(text.c_str())) <= 0)
+        return usageError("--until takes a positive step");
+    } else if (arg == "--checkpoint-every") {
+      if (!value(text) || (checkpointEvery = std::atoll(text.c_str())) <= 0)
+        return usageError("--checkpoint-every takes a positive number");
+    } else if (arg == "--policy") {
+      if (!value(policyOverride))
+        return usageError("--policy takes a policy file");
+    } else if (arg == "--out") {
+      if (!value(outDir))
+        return usageError("--out takes a directory");
+    } else if (arg == "--resume") {
+      if (!value(resumeDir))
+        return usageError("--resume takes a checkpoint directory");
+    } else if (arg == "--quiet") {
+      quiet = true;
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      return usageError("unknown option '" + arg + "'");
+    } else if (runPath.empty()) {
+      runPath = arg;
+    } else {
+      return usageError("one run file at a time ('" + runPath + "', '" + arg +
+                        "')");
+    }
+  }
+  if (runPath.empty())
+    return usageError("no run file");
+
+  llvm::SourceMgr sourceMgr;
+  frontend::DiagnosticEngine diags(sourceMgr);
+  std::optional<frontend::RunConfig> run = frontend::loadRun(diags, runPath);
+  if (!run)
+    return 1;
+  if (run->target != "cpu")
+    return fail("target '" + run->target +
+                "': this build trains on the CPU only so far");
+  if (run->accumulation != 1)
+    return fail("accumulation = " + std::to_string(run->accumulation) +
+                ": gradient accumulation is not supported yet");
+  std::optional<frontend::ModelGraph> model =
+      frontend::loadModel(diags, run->modelPath);
+  if (!model)
+    return 1;
+  if (!policyOverride.empty())
+    run->policyPath = policyOverride;
+  std::optional<frontend::ResolvedPolicy> policy =
+      frontend::loadPolicy(diags, run->policyPath, model->linearNames());
+  if (!policy)
+    return 1;
+  int64_t tokensPerStep = run->seqLen * run->microBatch;
+  if (!frontend::checkReductionSizes(
+          diags, *model, *policy, tokensPerStep,
+          "seq_len * micro_batch = " + std::to_string(tokensPerStep) +
+              " tokens",
+          "run '" + run->name + "': "))
+    return 1;
+  if (steps == 0)
+    steps = run->steps > 0 ? run->steps
+                           : std::max<int64_t>(1, run->tokens / tokensPerStep);
+  if (outDir.empty())
+    outDir = "out/" + run->name;
+  if (!makeDirectories(outDir))
+    return fail("cannot create the output directory '" + outDir + "'");
+
+  // Tokenizer and data.
+  tokenizer::TokenizerSpec spec;
+  switch (run->tokenizer.kind) {
+  case frontend::TokenizerConfig::Kind::Bytes:
+    spec.kind = tokenizer::TokenizerSpec::Kind::Bytes;
+    break;
+  case frontend::TokenizerConfig::Kind::GPT2:
+    spec.kind = tokenizer::TokenizerSpec::Kind::GPT2;
+    break;
+  case frontend::TokenizerConfig::Kind::Llama3:
+    spec.kind = tokenizer::TokenizerSpec::Kind::Llama3;
+    break;
+  }
+  spec.path = run->tokenizer.path;
+  io::Expected<std::unique_ptr<tokenizer::Tokenizer>> tok =
+      tokenizer::makeTokenizer(spec);
+  if (!tok)
+    return fail(tok.error().message());
+  std::shared_ptr<tokenizer::Tokenizer> encoder(std::move(*tok));
+  int64_t rows = embeddingRows(*model);
+  if (rows > 0 && encoder->vocabSize() > static_cast<uint64_t>(rows))
+    return fail("tokenizer " + std::string(encoder->name()) + " has " +
+                std::to_string(encoder->vocabSize()) +
+                " tokens but the model's embedding has " +
+                std::to_string(rows) + " rows");
+  io::Expected<data::DocumentReader> reader =
+      data::DocumentReader::fromGlobs(run->trainData);
+  if (!reader)
+    return fail(reader.error().message());
+  auto source = std::make_unique<data::TextTokenSource>(
+      std::move(*reader),
+      [encoder](std::string_view text) { return encoder->encode(text); });
+  data::PackerOptions packing;
+  packing.seqLen = run->seqLen;
+  packing.batchSize = run->microBatch;
+  packing.endOfText = encoder->endOfText();
+  packing.seed = run->seed;
+  io::Expected<data::Packer> packer =
+      data::Packer::create(std::move(source), packing);
+  if (!packer)
+    return fail(packer.error().message());
+
+  // Compile.
+  mlir::MLIRContext context;
+  context.printOpOnDiagnostic(false);
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  CompileOptions options;
+  options.dimensions = {{"batch", run->microBatch}, {"seq", run->seqLen}};
+  options.beta1 = run->beta1;
+  options.beta2 = run->beta2;
+  options.eps = run->eps;
+  options.weightDecay = run->weightDecay;
+  options.clip = run->clip;
+  mlir::FailureOr<CompiledStep> compiled =
+      compileTrainingStep(context, sourceMgr, *model, &*policy, options);
+  if (mlir::failed(compiled))
+    return 1;
+
+  io::Expected<std::unique_ptr<backend::CpuBackend>> cpu =
+      backend::CpuBackend::create();
+  if (!cpu)
+    return fail(cpu.error().message());
+  io::Expected<backend::Module> library = (*cpu)->loadModule(
+      backend::CodeObject::cpuTable(kernels::libraryKernels(), "library"));
+  io::Expected<backend::Module> kernels = (*cpu)->loadModule(
+      backend::CodeObject::cpuTable(compiled->kernels->table(), "compiled"));
+  if (!library || !kernels)
+    return fail(library ? kernels.error().message()
+                        : library.error().message());
+
+  trainer::TrainerConfig config;
+  // A policy given on the command line names the curve too: one run file,
+  // several policies, told apart in metrics and plots.
+  config.run =
+      policyOverride.empty() ? run->name : run->name + "/" + policy->name;
+  config.model = model->name;
+  config.policy = policy->name;
+  for (const frontend::Parameter &parameter : model->parameters) {
+    trainer::ParameterSpec p;
+    p.name = parameter.name;
+    p.shape = parameter.shape;
+    p.std = parameter.init.std;
+    p.init = parameter.init.kind == frontend::Initializer::Kind::Normal
+                 ? trainer::ParameterSpec::Init::Normal
+             : parameter.init.kind == frontend::Initializer::Kind::Ones
+                 ? trainer::ParameterSpec::Init::Ones
+                 : trainer::ParameterSpec::Init::Zeros;
+    config.parameters.push_back(p);
+  }
+  config.steps = steps;
+  config.logInterval = run->logInterval;
+  config.seed = run->seed;
+  config.lr.lr = run->lr;
+  config.lr.minLr = run->schedule.minLr;
+  config.lr.warmup = run->schedule.warmup;
+  config.lr.total = steps;
+  config.lr.kind =
+      run->schedule.kind == frontend::ScheduleConfig::Kind::Cosine
+          ? trainer::LearningRateSchedule::Kind::Cosine
+      : run->schedule.kind == frontend::ScheduleConfig::Kind::Linear
+          ? trainer::LearningRateSchedule::Kind::Linear
+          : trainer::LearningRateSchedule::Kind::Constant;
+  config.metricsPath = outDir + "/metrics.jsonl";
+  config.checkpointDir =
+      run->checkpointDir.empty() ? outDir + "/checkpoints" : run->checkpointDir;
+  config.checkpointInterval = checkpointEvery > 0 ? checkpointEvery
+                              : run->checkpointInterval > 0
+                                  ? run->checkpointInterval
+                                  : steps;
+  config.stopAfter = until;
+  config.quiet = quiet;
+
+  io::Expected<std::unique_ptr<trainer::Trainer>> trainer =
+      trainer::Trainer::create(**cpu, compiled->schedule, {*library, *kernels},
+                               config, std::move(*packer));
+  if (!trainer)
+    return fail(trainer.error().message());
+  io::Status ready = resumeDir.empty() ? (*trainer)->initialize()
+                                       : (*trainer)->resume(resumeDir);
+  if (!ready)
+    return fail(ready.error().message());
+  std::printf("run %s: model %s (%lld parameters), policy %s, %lld steps of "
+              "%lld tokens on %s\n",
+              run->name.c_str(), model->name.c_str(),
+              static_cast<long long>(model->parameterCount()),
+              policy->name.c_str(), static_cast<long long>(steps),
+              static_cast<long long>(tokensPerStep),
+              (*cpu)->description().c_str());
+  io::Expected<trainer::TrainingSummary> summary = (*trainer)->train();
+  if (!summary)
+    return fail(summary.error().message());
+  std::printf("run %s: steps %lld-%lld, loss %.4f -> %.4f, %.1f s, %.0f "
+              "tokens/s; metrics %s, checkpoints %s\n",
+              run->name.c_str(), static_cast<long long>(summary->firstStep),
+              static_cast<long long>(summary->lastStep), summary->firstLoss,
+              summary->lastLoss, summary->seconds, summary->tokensPerSecond,
+              config.metricsPath.c_str(), config.checkpointDir.c_str());
+  return 0;
+}
+
+void tetra::driver::printTrainHelp() {
+  std::printf(
+      "USAGE: tetra train RUN.tetra [--steps N] [--until N] [--policy P]\n"
+      "                   [--out DIR] [--resume DIR] [--checkpoint-every N]\n"
+      "\n"
+      "Compiles the run's training step (model + policy) for its target and\n"
+      "trains: a progress line, DIR/metrics.jsonl (one JSON object per\n"
+      "logged step; draw it with 'tetra plot'), and checkpoints in the run's\n"
+      "checkpoint directory (default DIR/checkpoints). A NaN or Inf stops\n"
+      "the run naming the step, the linear and the GEMM role it appeared in.\n"
+      "\n"
+      "OPTIONS\n"
+      "  --steps N     train N steps in all (default: the run's steps; the\n"
+      "                learning-rate schedule spans them)\n"
+      "  --until N     stop after step N (as an interruption would)\n"
+      "  --policy P    train with policy file P instead of the run's\n"
+      "  --checkpoint-every N\n"
+      "                a checkpoint every N steps (default: the run's\n"
+      "                interval, else at the end)\n"
+      "  --out DIR     metrics and default checkpoints (default out/RUN)\n"
+      "  --resume DIR  continue from the latest checkpoint in DIR: the same\n"
+      "                data position, step and optimizer state\n"
+      "  --quiet       no progress line\n"
+      "  -h, --help    print this help\n");
+}
