@@ -6,7 +6,9 @@
 #include <pcre2.h>
 
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <queue>
 
 namespace tetra::tokenizer {
 
@@ -254,6 +256,12 @@ private:
     size_t hash = std::hash<std::string_view>()(piece);
     if (cache_.find(piece, hash, ids))
       return;
+    if (piece.size() > kHeapMergeAbove) {
+      mergeLong(piece);
+      ids.insert(ids.end(), parts_.begin(), parts_.end());
+      cache_.insert(piece, hash, parts_);
+      return;
+    }
     parts_.clear();
     for (char c : piece)
       parts_.push_back(model_.byteId[static_cast<uint8_t>(c)]);
@@ -275,6 +283,63 @@ private:
     ids.insert(ids.end(), parts_.begin(), parts_.end());
     cache_.insert(piece, hash, parts_);
   }
+
+  /// Merges a long piece (a run of spaces, a line of '=') in O(n log n):
+  /// the same merges in the same order as the quadratic loop above (lowest
+  /// rank first, leftmost on a tie), from a heap of candidate pairs over a
+  /// linked list of parts. Leaves the ids in parts_.
+  void mergeLong(std::string_view piece) {
+    size_t n = piece.size();
+    std::vector<TokenId> id(n);
+    std::vector<uint32_t> next(n), prev(n);
+    std::vector<bool> alive(n, true);
+    constexpr uint32_t kNil = std::numeric_limits<uint32_t>::max();
+    for (size_t i = 0; i < n; ++i) {
+      id[i] = model_.byteId[static_cast<uint8_t>(piece[i])];
+      next[i] = i + 1 < n ? static_cast<uint32_t>(i + 1) : kNil;
+      prev[i] = i > 0 ? static_cast<uint32_t>(i - 1) : kNil;
+    }
+    // (rank << 32 | left position, right position); positions order the
+    // parts left to right, so the smallest entry is the leftmost of the
+    // lowest rank.
+    using Entry = std::pair<uint64_t, uint32_t>;
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+    auto push = [&](uint32_t left, uint32_t right) {
+      if (left == kNil || right == kNil)
+        return;
+      uint64_t found = pairs_.find(uint64_t(id[left]) << 32 | id[right]);
+      if (found != PairTable::kNone)
+        heap.emplace((found >> 32) << 32 | left, right);
+    };
+    for (size_t i = 0; i + 1 < n; ++i)
+      push(i, i + 1);
+    while (!heap.empty()) {
+      auto [key, right] = heap.top();
+      heap.pop();
+      uint32_t left = static_cast<uint32_t>(key & 0xffffffffu);
+      if (!alive[left] || !alive[right] || next[left] != right)
+        continue;
+      uint64_t found = pairs_.find(uint64_t(id[left]) << 32 | id[right]);
+      if (found == PairTable::kNone || found >> 32 != key >> 32)
+        continue; // stale: a part changed since the entry was pushed
+      id[left] = static_cast<TokenId>(found & 0xffffffffu);
+      alive[right] = false;
+      next[left] = next[right];
+      if (next[right] != kNil)
+        prev[next[right]] = left;
+      push(prev[left], left);
+      push(left, next[left]);
+    }
+    parts_.clear();
+    for (uint32_t i = 0; i != kNil; i = next[i])
+      parts_.push_back(id[i]);
+  }
+
+#ifndef TETRA_BPE_HEAP_MERGE_ABOVE
+#define TETRA_BPE_HEAP_MERGE_ABOVE 128
+#endif
+  /// Pieces longer than this merge with mergeLong.
+  static constexpr size_t kHeapMergeAbove = TETRA_BPE_HEAP_MERGE_ABOVE;
 
   std::shared_ptr<const SharedModel> shared_;
   const BpeModel &model_;

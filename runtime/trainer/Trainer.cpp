@@ -167,6 +167,53 @@ io::Status Trainer::restore(const std::vector<std::vector<float>> &state) {
   return io::success();
 }
 
+io::Status Trainer::uploadBatch(const data::Batch &batch) {
+  if (io::Status s =
+          upload("tokens", batch.tokens.data(), batch.tokens.size() * 4);
+      !s)
+    return s;
+  return upload("targets", batch.targets.data(), batch.targets.size() * 4);
+}
+
+io::Expected<double> Trainer::evaluate() {
+  if (!eval_)
+    return io::Error("no evaluation data");
+  if (io::Status reset = eval_->reset(); !reset)
+    return reset.error();
+  // A step with lr = 0 leaves the parameters as they are (AdamW's decay is
+  // scaled by lr too); its moments are restored afterwards.
+  io::Expected<std::vector<std::vector<float>>> saved = snapshot();
+  if (!saved)
+    return saved.error();
+  executor_->setScalar("lr", backend::Scalar::real(0.0));
+  executor_->setScalar("step",
+                       backend::Scalar::integer(std::max<int64_t>(1, step_)));
+  double total = 0;
+  int64_t batches = 0;
+  data::Batch batch;
+  while (batches < std::max<int64_t>(1, config_.evalBatches)) {
+    io::Expected<bool> got = eval_->nextBatch(batch);
+    if (!got)
+      return got.error();
+    if (!*got)
+      break;
+    if (io::Status s = uploadBatch(batch); !s)
+      return s.error();
+    if (io::Status ran = executor_->run(); !ran)
+      return io::Error("evaluation: " + ran.error().message());
+    io::Expected<std::vector<float>> loss = read("loss");
+    if (!loss)
+      return loss.error();
+    total += (*loss)[0];
+    ++batches;
+  }
+  if (io::Status restored = restore(*saved); !restored)
+    return restored.error();
+  if (batches == 0)
+    return io::Error("evaluation: the evaluation data holds no full batch");
+  return total / static_cast<double>(batches);
+}
+
 io::Status Trainer::saveCheckpoint() {
   checkpoint::TrainingState state;
   state.model = config_.model;
@@ -311,8 +358,16 @@ io::Expected<TrainingSummary> Trainer::train() {
         seconds > 0 ? tokensPerStep * (step - summary.firstStep + 1) / seconds
                     : 0;
     summary.losses.push_back(record.loss);
+    if (eval_ && config_.evalInterval > 0 &&
+        (step % config_.evalInterval == 0 || step == last)) {
+      io::Expected<double> evalLoss = evaluate();
+      if (!evalLoss)
+        return evalLoss.error();
+      record.evalLoss = *evalLoss;
+      summary.evalLoss = *evalLoss;
+    }
     if (metrics && (step % std::max<int64_t>(1, config_.logInterval) == 0 ||
-                    step == config_.steps))
+                    step == last || record.evalLoss))
       if (io::Status written = metrics->write(record); !written)
         return written.error();
     if (!config_.quiet)

@@ -52,7 +52,9 @@ struct TrainerConfig {
   /// Stop after this step (0: run to `steps`), as an interruption would; the
   /// learning-rate schedule still spans `steps`.
   int64_t stopAfter = 0;
-  bool quiet = false; ///< No progress line.
+  bool quiet = false;       ///< No progress line.
+  int64_t evalInterval = 0; ///< 0: no evaluation.
+  int64_t evalBatches = 1;
 };
 
 struct TrainingSummary {
@@ -60,7 +62,8 @@ struct TrainingSummary {
   double firstLoss = 0, lastLoss = 0;
   double seconds = 0;
   double tokensPerSecond = 0;
-  std::vector<double> losses; ///< One per step run.
+  std::vector<double> losses;     ///< One per step run.
+  std::optional<double> evalLoss; ///< The last evaluation.
 };
 
 class Trainer {
@@ -81,6 +84,12 @@ public:
   io::Status resume(const std::string &directory);
   /// Trains from the current step to config.steps.
   io::Expected<TrainingSummary> train();
+  /// Evaluation data: every `evalInterval` steps (and at the end) the mean
+  /// loss over `evalBatches` batches of it, from its start. The loss is the
+  /// step's own forward — the same quantized GEMMs as training — computed
+  /// by the step with a learning rate of 0, the optimizer state restored.
+  void setEvaluation(data::Packer eval) { eval_.emplace(std::move(eval)); }
+  io::Expected<double> evaluate();
 
   int64_t step() const { return step_; }
   /// The host copy of a bound f32 buffer ("embed", "m.embed", ...).
@@ -96,10 +105,12 @@ private:
   io::Expected<std::vector<std::vector<float>>> snapshot();
   io::Status restore(const std::vector<std::vector<float>> &state);
   std::vector<std::string> stateBuffers() const;
+  io::Status uploadBatch(const data::Batch &batch);
 
   backend::Backend &backend_;
   TrainerConfig config_;
   data::Packer train_;
+  std::optional<data::Packer> eval_;
   std::unique_ptr<schedule::StepExecutor> executor_;
   std::vector<std::pair<std::string, backend::Buffer>> buffers_;
   int64_t step_ = 0;

@@ -221,6 +221,25 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
     return fail(library ? kernels.error().message()
                         : library.error().message());
 
+  // Evaluation data, read in order from its start each time.
+  std::optional<data::Packer> evalPacker;
+  if (run->evalInterval > 0 && !run->evalData.empty()) {
+    io::Expected<data::DocumentReader> evalReader =
+        data::DocumentReader::fromGlobs(run->evalData);
+    if (!evalReader)
+      return fail(evalReader.error().message());
+    auto evalSource = std::make_unique<data::TextTokenSource>(
+        std::move(*evalReader),
+        [encoder](std::string_view text) { return encoder->encode(text); });
+    io::Expected<data::Packer> created = data::Packer::create(
+        std::move(evalSource),
+        data::PackerOptions::validation(run->seqLen, run->microBatch,
+                                        encoder->endOfText()));
+    if (!created)
+      return fail(created.error().message());
+    evalPacker.emplace(std::move(*created));
+  }
+
   trainer::TrainerConfig config;
   // A policy given on the command line names the curve too: one run file,
   // several policies, told apart in metrics and plots.
@@ -262,12 +281,16 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
                                   : steps;
   config.stopAfter = until;
   config.quiet = quiet;
+  config.evalInterval = evalPacker ? run->evalInterval : 0;
+  config.evalBatches = run->evalBatches;
 
   io::Expected<std::unique_ptr<trainer::Trainer>> trainer =
       trainer::Trainer::create(**cpu, compiled->schedule, {*library, *kernels},
                                config, std::move(*packer));
   if (!trainer)
     return fail(trainer.error().message());
+  if (evalPacker)
+    (*trainer)->setEvaluation(std::move(*evalPacker));
   io::Status ready = resumeDir.empty() ? (*trainer)->initialize()
                                        : (*trainer)->resume(resumeDir);
   if (!ready)
@@ -282,12 +305,16 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   io::Expected<trainer::TrainingSummary> summary = (*trainer)->train();
   if (!summary)
     return fail(summary.error().message());
-  std::printf("run %s: steps %lld-%lld, loss %.4f -> %.4f, %.1f s, %.0f "
+  std::string evalText;
+  if (summary->evalLoss)
+    evalText = ", eval loss " + std::to_string(*summary->evalLoss);
+  std::printf("run %s: steps %lld-%lld, loss %.4f -> %.4f%s, %.1f s, %.0f "
               "tokens/s; metrics %s, checkpoints %s\n",
-              run->name.c_str(), static_cast<long long>(summary->firstStep),
+              config.run.c_str(), static_cast<long long>(summary->firstStep),
               static_cast<long long>(summary->lastStep), summary->firstLoss,
-              summary->lastLoss, summary->seconds, summary->tokensPerSecond,
-              config.metricsPath.c_str(), config.checkpointDir.c_str());
+              summary->lastLoss, evalText.c_str(), summary->seconds,
+              summary->tokensPerSecond, config.metricsPath.c_str(),
+              config.checkpointDir.c_str());
   return 0;
 }
 
