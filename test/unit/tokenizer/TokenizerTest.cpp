@@ -321,7 +321,7 @@ TEST(Tokenizers, ReferenceIds) {
         << tokenizer->asString() << " document " << doc->asInt64();
     ++compared;
   }
-  EXPECT_GT(compared, 0u);
+  EXPECT_EQ(compared, 600u); // 300 C4 documents, GPT-2 and Llama 3
 }
 
 TEST(Tokenizers, CloneEncodesTheSame) {
