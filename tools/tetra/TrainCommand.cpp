@@ -176,20 +176,42 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
                 std::to_string(encoder->vocabSize()) +
                 " tokens but the model's embedding has " +
                 std::to_string(rows) + " rows");
-  io::Expected<data::DocumentReader> reader =
-      data::DocumentReader::fromGlobs(run->trainData);
-  if (!reader)
-    return fail(reader.error().message());
-  auto source = std::make_unique<data::TextTokenSource>(
-      std::move(*reader),
-      [encoder](std::string_view text) { return encoder->encode(text); });
+  // Training data: pre-tokenized token files (`tetra tokenize`), or text
+  // (C4 JSON lines, plain text) tokenized as it is read.
+  auto openSource = [&](const std::vector<std::string> &globs)
+      -> io::Expected<std::unique_ptr<data::TokenSource>> {
+    bool tokenFiles = !globs.empty();
+    for (const std::string &glob : globs)
+      tokenFiles &= llvm::StringRef(glob).ends_with(".tokens");
+    if (tokenFiles) {
+      io::Expected<std::vector<std::string>> files = data::expandGlobs(globs);
+      if (!files)
+        return files.error();
+      return std::unique_ptr<data::TokenSource>(
+          std::make_unique<data::TokenFileSource>(std::move(*files),
+                                                  encoder->endOfText()));
+    }
+    io::Expected<data::DocumentReader> reader =
+        data::DocumentReader::fromGlobs(globs);
+    if (!reader)
+      return reader.error();
+    return std::unique_ptr<data::TokenSource>(
+        std::make_unique<data::TextTokenSource>(
+            std::move(*reader), [encoder](std::string_view text) {
+              return encoder->encode(text);
+            }));
+  };
+  io::Expected<std::unique_ptr<data::TokenSource>> source =
+      openSource(run->trainData);
+  if (!source)
+    return fail(source.error().message());
   data::PackerOptions packing;
   packing.seqLen = run->seqLen;
   packing.batchSize = run->microBatch;
   packing.endOfText = encoder->endOfText();
   packing.seed = run->seed;
   io::Expected<data::Packer> packer =
-      data::Packer::create(std::move(source), packing);
+      data::Packer::create(std::move(*source), packing);
   if (!packer)
     return fail(packer.error().message());
 
@@ -224,15 +246,12 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   // Evaluation data, read in order from its start each time.
   std::optional<data::Packer> evalPacker;
   if (run->evalInterval > 0 && !run->evalData.empty()) {
-    io::Expected<data::DocumentReader> evalReader =
-        data::DocumentReader::fromGlobs(run->evalData);
-    if (!evalReader)
-      return fail(evalReader.error().message());
-    auto evalSource = std::make_unique<data::TextTokenSource>(
-        std::move(*evalReader),
-        [encoder](std::string_view text) { return encoder->encode(text); });
+    io::Expected<std::unique_ptr<data::TokenSource>> evalSource =
+        openSource(run->evalData);
+    if (!evalSource)
+      return fail(evalSource.error().message());
     io::Expected<data::Packer> created = data::Packer::create(
-        std::move(evalSource),
+        std::move(*evalSource),
         data::PackerOptions::validation(run->seqLen, run->microBatch,
                                         encoder->endOfText()));
     if (!created)
