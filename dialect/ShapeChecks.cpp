@@ -71,3 +71,35 @@ tetra::detail::verifyCrossEntropyShapes(Operation *op, ArrayRef<int64_t> logits,
            << ": targets must be the logits' shape without the vocabulary";
   return success();
 }
+
+LogicalResult tetra::detail::verifyRMSNormShapes(Operation *op,
+                                                 ArrayRef<int64_t> input,
+                                                 ArrayRef<int64_t> weight,
+                                                 double eps) {
+  if (input.empty() || weight.size() != 1 ||
+      !sizesMatch(input.back(), weight[0]))
+    return op->emitOpError() << "weight is " << formatShape(weight)
+                             << " but must be [d] for an input of "
+                             << formatShape(input) << ", d its last dimension";
+  if (eps <= 0)
+    return op->emitOpError("eps must be positive");
+  return success();
+}
+
+LogicalResult tetra::detail::verifyRopeShapes(Operation *op, StringRef what,
+                                              ArrayRef<int64_t> shape,
+                                              int64_t headDim, double theta) {
+  if (headDim <= 0 || headDim % 2 != 0)
+    return op->emitOpError()
+           << "head_dim must be positive and even, got " << headDim;
+  if (shape.size() != 3)
+    return op->emitOpError()
+           << what << " must be [batch, seq, heads · head_dim]";
+  if (!ShapedType::isDynamic(shape[2]) && shape[2] % headDim != 0)
+    return op->emitOpError()
+           << "features " << shape[2] << " are not a whole number of heads of "
+           << headDim;
+  if (theta <= 0)
+    return op->emitOpError("theta must be positive");
+  return success();
+}

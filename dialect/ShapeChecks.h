@@ -35,6 +35,19 @@ mlir::LogicalResult verifyAttentionShapes(mlir::Operation *op,
                                           llvm::ArrayRef<int64_t> key,
                                           int64_t heads, int64_t kvHeads);
 
+/// RMS normalization's: weight is [d], d the input's last dimension, and a
+/// positive eps.
+mlir::LogicalResult verifyRMSNormShapes(mlir::Operation *op,
+                                        llvm::ArrayRef<int64_t> input,
+                                        llvm::ArrayRef<int64_t> weight,
+                                        double eps);
+
+/// Rotary embedding's: `what` ("input", "gradient") is [batch, seq,
+/// heads · head_dim] with head_dim positive and even, and theta positive.
+mlir::LogicalResult verifyRopeShapes(mlir::Operation *op, llvm::StringRef what,
+                                     llvm::ArrayRef<int64_t> shape,
+                                     int64_t headDim, double theta);
+
 /// Cross-entropy's: targets are the logits' shape without the vocabulary.
 mlir::LogicalResult verifyCrossEntropyShapes(mlir::Operation *op,
                                              llvm::ArrayRef<int64_t> logits,

@@ -256,32 +256,14 @@ LogicalResult EmbeddingOp::verify() {
 }
 
 LogicalResult RMSNormOp::verify() {
-  ArrayRef<int64_t> input = getInput().getType().getShape();
-  ArrayRef<int64_t> weight = getWeight().getType().getShape();
-  if (input.empty() || weight.size() != 1 ||
-      !sizesMatch(input.back(), weight[0]))
-    return emitOpError() << "weight is " << formatShape(weight)
-                         << " but must be [d] for an input of "
-                         << formatShape(input) << ", d its last dimension";
-  if (getEps().convertToDouble() <= 0)
-    return emitOpError("eps must be positive");
-  return success();
+  return verifyRMSNormShapes(*this, getInput().getType().getShape(),
+                             getWeight().getType().getShape(),
+                             getEps().convertToDouble());
 }
 
 LogicalResult RopeOp::verify() {
-  ArrayRef<int64_t> input = getInput().getType().getShape();
-  int64_t headDim = getHeadDim();
-  if (headDim <= 0 || headDim % 2 != 0)
-    return emitOpError() << "head_dim must be positive and even, got "
-                         << headDim;
-  if (input.size() != 3)
-    return emitOpError("input must be [batch, seq, heads · head_dim]");
-  if (!ShapedType::isDynamic(input[2]) && input[2] % headDim != 0)
-    return emitOpError() << "features " << input[2]
-                         << " are not a whole number of heads of " << headDim;
-  if (getTheta().convertToDouble() <= 0)
-    return emitOpError("theta must be positive");
-  return success();
+  return verifyRopeShapes(*this, "input", getInput().getType().getShape(),
+                          getHeadDim(), getTheta().convertToDouble());
 }
 
 LogicalResult AttentionOp::verify() {

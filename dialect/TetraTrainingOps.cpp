@@ -39,32 +39,14 @@ LogicalResult EmbeddingGradOp::verify() {
 }
 
 LogicalResult RMSNormGradOp::verify() {
-  ArrayRef<int64_t> input = getInput().getType().getShape();
-  ArrayRef<int64_t> weight = getWeight().getType().getShape();
-  if (input.empty() || weight.size() != 1 ||
-      !sizesMatch(input.back(), weight[0]))
-    return emitOpError() << "weight is " << formatShape(weight)
-                         << " but must be [d] for an input of "
-                         << formatShape(input) << ", d its last dimension";
-  if (getEps().convertToDouble() <= 0)
-    return emitOpError("eps must be positive");
-  return success();
+  return verifyRMSNormShapes(*this, getInput().getType().getShape(),
+                             getWeight().getType().getShape(),
+                             getEps().convertToDouble());
 }
 
 LogicalResult RopeGradOp::verify() {
-  ArrayRef<int64_t> grad = getGrad().getType().getShape();
-  int64_t headDim = getHeadDim();
-  if (headDim <= 0 || headDim % 2 != 0)
-    return emitOpError() << "head_dim must be positive and even, got "
-                         << headDim;
-  if (grad.size() != 3)
-    return emitOpError("gradient must be [batch, seq, heads · head_dim]");
-  if (!ShapedType::isDynamic(grad[2]) && grad[2] % headDim != 0)
-    return emitOpError() << "features " << grad[2]
-                         << " are not a whole number of heads of " << headDim;
-  if (getTheta().convertToDouble() <= 0)
-    return emitOpError("theta must be positive");
-  return success();
+  return verifyRopeShapes(*this, "gradient", getGrad().getType().getShape(),
+                          getHeadDim(), getTheta().convertToDouble());
 }
 
 LogicalResult AttentionGradOp::verify() {
