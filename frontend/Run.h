@@ -66,6 +66,9 @@ struct RunConfig {
   std::string checkpointDir; ///< Resolved; empty: no checkpoints.
   int64_t checkpointInterval = 0;
   int64_t logInterval = 1;
+  /// Steps between measurements of the quantizers' SQNR (0: never; -1, the
+  /// default: the log interval).
+  int64_t sqnrInterval = -1;
 };
 
 /// `emit --stage=ast` for a run file.

@@ -924,6 +924,8 @@ std::optional<RunConfig> RunChecker::check() {
                integer("checkpoint.interval", 1, config.checkpointInterval)}});
        }},
       {"log_interval", false, integer("log_interval", 1, config.logInterval)},
+      {"sqnr_interval", false,
+       integer("sqnr_interval", 0, config.sqnrInterval)},
   };
   checkScope("", file.settings, keys);
   config.seed = static_cast<uint64_t>(seed);

@@ -51,6 +51,11 @@ private:
   std::string originOf(Operation *op);
 
   LogicalResult scheduleTrainingOp(Operation *op, bool &handled);
+  /// At the first optimizer op: ends the gradient phase (after the
+  /// accumulate launches when gradients are accumulated).
+  LogicalResult beginOptimizer(Operation *op);
+  /// Ends the phases once the function is scheduled.
+  void finishPhases();
   LogicalResult markOutputs();
   /// The saved tensor a backward launch needs from its forward op (found by
   /// the forward's operands), recomputing the forward into scratch buffers
@@ -75,7 +80,122 @@ private:
   DenseMap<std::pair<Value, Value>, int> savedRstd;
   DenseMap<std::pair<Value, Value>, int> savedLse;
   DenseMap<std::tuple<Value, Value, Value>, std::pair<int, int>> savedAttention;
+  bool optimizerBegun = false;
 };
+
+/// What a GEMM kernel does to the operand `value` of its scaled matmul
+/// (rotations and quantizers back to one of the kernel's arguments), for the
+/// runtime's quantization-error measurement; nullopt when the operand is
+/// f32 without rotation (lossless) or not traceable to an argument.
+std::optional<schedule::QuantizedOperand>
+describeOperand(KernelOp kernel, Value value, OperandQuantAttr quant,
+                unsigned axis, StringRef name, ArrayRef<int> argumentOfInput) {
+  numerics::OperandQuantization q;
+  uint32_t tensorId = 0;
+  while (true) {
+    if (auto argument = dyn_cast<BlockArgument>(value)) {
+      if (argument.getOwner()->getParentOp() != kernel.getOperation())
+        return std::nullopt;
+      value = argument;
+      break;
+    }
+    Operation *def = value.getDefiningOp();
+    if (auto quantize = dyn_cast<QuantizeOp>(def)) {
+      tensorId = static_cast<uint32_t>(quantize.getTensorId());
+      value = quantize.getInput();
+    } else if (auto rotate = dyn_cast<RotateOp>(def)) {
+      RotationAttr rotation = rotate.getRotation();
+      q.rotation.kind = static_cast<numerics::RotationKind>(
+          static_cast<int>(rotation.getKind()));
+      q.rotation.blockSize = static_cast<int>(rotation.getBlockSize());
+      q.rotation.schedule = rotation.getSchedule() == SignSchedule::PerStep
+                                ? numerics::SignSchedule::PerStep
+                                : numerics::SignSchedule::Fixed;
+      q.rotation.seed = rotation.getSeed();
+      value = rotate.getInput();
+    } else if (isa<arith::ExtFOp, arith::TruncFOp>(def)) {
+      value = def->getOperand(0);
+    } else {
+      return std::nullopt;
+    }
+  }
+  switch (quant.getFormat()) {
+  case ElementFormat::E2M1:
+    q.format.element = numerics::ElementFormat::E2M1;
+    break;
+  case ElementFormat::E4M3:
+    q.format.element = numerics::ElementFormat::E4M3;
+    break;
+  case ElementFormat::E5M2:
+    q.format.element = numerics::ElementFormat::E5M2;
+    break;
+  case ElementFormat::BF16:
+    q.format.element = numerics::ElementFormat::BF16;
+    break;
+  case ElementFormat::F32:
+    q.format.element = numerics::ElementFormat::F32;
+    if (q.rotation.kind == numerics::RotationKind::None)
+      return std::nullopt;
+    break;
+  }
+  switch (quant.getRounding()) {
+  case Rounding::NearestEven:
+    q.format.rounding = numerics::Rounding::NearestEven;
+    break;
+  case Rounding::NearestAway:
+    q.format.rounding = numerics::Rounding::NearestAway;
+    break;
+  case Rounding::Stochastic:
+    q.format.rounding = numerics::Rounding::Stochastic;
+    break;
+  }
+  if (BlockScaleAttr scale = quant.getBlockScale()) {
+    q.format.scaling.blockSize = static_cast<int>(scale.getBlockSize());
+    q.format.scaling.scaleFormat = scale.getScaleFormat() == ScaleFormat::E4M3
+                                       ? numerics::ScaleFormat::E4M3
+                                       : numerics::ScaleFormat::E8M0;
+    q.format.scaling.rule =
+        static_cast<numerics::ScaleRule>(static_cast<int>(scale.getRule()));
+  } else {
+    q.format.scaling.blockSize = 1;
+  }
+  schedule::QuantizedOperand operand;
+  operand.name = name.str();
+  operand.argument = argumentOfInput[cast<BlockArgument>(value).getArgNumber()];
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(value.getType()).getShape();
+  operand.shape.assign(shape.begin(), shape.end());
+  operand.axis = static_cast<int>(axis);
+  operand.quantization = q;
+  operand.tensorId = tensorId;
+  return operand;
+}
+
+/// The GEMM a kernel computes, if it holds one scaled matmul with a role.
+std::optional<schedule::GemmLaunch>
+describeGemm(KernelOp kernel, ArrayRef<int> argumentOfInput) {
+  ScaledMatmulOp matmul;
+  kernel.getBody().walk([&](ScaledMatmulOp found) { matmul = found; });
+  if (!matmul || !matmul.getRole())
+    return std::nullopt;
+  schedule::GemmLaunch gemm;
+  Role role = *matmul.getRole();
+  gemm.role = stringifyRole(role).str();
+  // "layers.0.attn.wq.fprop" names the kernel's GEMM.
+  std::string name;
+  if (auto named = dyn_cast<NameLoc>(kernel.getLoc()))
+    name = named.getName().str();
+  gemm.linear = StringRef(name).rsplit('.').first.str();
+  StringRef lhsName = role == Role::Fprop ? "x" : "dy";
+  StringRef rhsName = role == Role::Wgrad ? "x" : "w";
+  for (auto operand :
+       {describeOperand(kernel, matmul.getLhs(), matmul.getLhsQuant(),
+                        matmul.getLhsReductionDim(), lhsName, argumentOfInput),
+        describeOperand(kernel, matmul.getRhs(), matmul.getRhsQuant(),
+                        matmul.getRhsReductionDim(), rhsName, argumentOfInput)})
+    if (operand)
+      gemm.operands.push_back(std::move(*operand));
+  return gemm;
+}
 
 int64_t productOf(ArrayRef<int64_t> shape) {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1},
@@ -251,6 +371,14 @@ LogicalResult ScheduleBuilder::schedule(Operation *op) {
     buffers[constant.getResult()] = *buffer;
     return success();
   }
+  bool isOptimizer = isa<GlobalNormOp, ClipByNormOp, AdamWOp>(op);
+  if (optimizerBegun && !isOptimizer)
+    return op->emitError("comes after the optimizer began; a training "
+                         "step's norm, clipping and AdamW must come last");
+  if (isOptimizer && !optimizerBegun && failed(beginOptimizer(op)))
+    return failure();
+  if (isa<ClipByNormOp, AdamWOp>(op) && result.phases.updateBegin < 0)
+    result.phases.updateBegin = static_cast<int>(result.launches.size());
   bool handled = false;
   if (failed(scheduleTrainingOp(op, handled)) || handled)
     return failure(!handled);
@@ -498,7 +626,9 @@ LogicalResult ScheduleBuilder::scheduleTrainingOp(Operation *op,
     std::vector<int> args;
     std::vector<Scalar> scalars;
     std::vector<std::pair<int, std::string>> bound;
+    SmallVector<int> argumentOfInput;
     for (Value input : kernel.getInputs()) {
+      argumentOfInput.push_back(static_cast<int>(args.size()));
       if (isa<RankedTensorType>(input.getType())) {
         FailureOr<int> buffer = bufferOf(input);
         if (failed(buffer))
@@ -519,6 +649,7 @@ LogicalResult ScheduleBuilder::scheduleTrainingOp(Operation *op,
     args.insert(args.end(), results->begin(), results->end());
     launch(op, kernel.getKernelName(), args, scalars);
     result.launches.back().boundScalars = bound;
+    result.launches.back().gemm = describeGemm(kernel, argumentOfInput);
     return success();
   }
   if (auto clip = dyn_cast<ClipByNormOp>(op)) {
@@ -673,6 +804,56 @@ LogicalResult ScheduleBuilder::scheduleTrainingOp(Operation *op,
       });
 }
 
+LogicalResult ScheduleBuilder::beginOptimizer(Operation *op) {
+  optimizerBegun = true;
+  if (options.accumulateGradients) {
+    for (AdamWOp adamw : function.getOps<AdamWOp>()) {
+      Value gradient = adamw.getGrad();
+      if (auto clip = gradient.getDefiningOp<ClipByNormOp>())
+        gradient = clip.getGrad();
+      FailureOr<int> source = bufferOf(gradient);
+      FailureOr<int> param = bufferOf(adamw.getParam());
+      if (failed(source) || failed(param))
+        return failure();
+      std::string name = "grad." + result.buffers[*param].name;
+      FailureOr<int> sum =
+          newBuffer(name, BufferRole::Gradient, gradient.getType());
+      if (failed(sum))
+        return failure();
+      result.launches.push_back(
+          {"accumulate_gradient",
+           {*sum, *source},
+           {Scalar::integer(result.buffers[*sum].numElements()),
+            Scalar::real(1.0), Scalar::integer(0)},
+           "accumulate_gradient " + name});
+      result.launches.back().boundScalars = {{1, "grad_scale"},
+                                             {2, "micro_batch"}};
+      buffers[gradient] = *sum;
+    }
+  }
+  result.phases.gradientsEnd = static_cast<int>(result.launches.size());
+  return success();
+}
+
+void ScheduleBuilder::finishPhases() {
+  schedule::Phases &phases = result.phases;
+  if (phases.gradientsEnd < 0)
+    return; // No optimizer: one part.
+  if (phases.updateBegin < 0)
+    phases.updateBegin = static_cast<int>(result.launches.size());
+  // The loss is ready after the last launch before the gradients' end that
+  // touches it.
+  phases.forwardEnd = phases.gradientsEnd;
+  int loss = result.findBuffer("loss");
+  if (loss < 0)
+    return;
+  for (int l = phases.gradientsEnd - 1; l >= 0; --l)
+    if (llvm::is_contained(result.launches[l].buffers, loss)) {
+      phases.forwardEnd = l + 1;
+      return;
+    }
+}
+
 FailureOr<schedule::Schedule> ScheduleBuilder::build() {
   if (!function.getBody().hasOneBlock())
     return function.emitError("a schedule needs a straight-line function");
@@ -684,6 +865,7 @@ FailureOr<schedule::Schedule> ScheduleBuilder::build() {
       return failure();
   if (failed(markOutputs()))
     return failure();
+  finishPhases();
   schedule::planMemory(result);
   if (io::Status valid = schedule::validate(result); !valid)
     return function.emitError() << "internal error: the schedule is invalid: "

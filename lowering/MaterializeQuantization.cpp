@@ -171,6 +171,13 @@ LogicalResult MaterializeQuantization::rewrite(MatmulOp matmul,
            << "accumulates in " << policy.getAccumulateType()
            << ", but quantized products accumulate in f32";
 
+  for (OperandQuantAttr quant : {policy.getLhs(), policy.getRhs()})
+    if (quant.getFormat() == ElementFormat::BF16 && quant.isStochastic())
+      return matmul.emitOpError()
+             << "rounds an operand to bf16 stochastically: no kernel "
+                "implements that yet (bf16 rounds to nearest even; use "
+                "stochastic rounding with a block format)";
+
   OpBuilder builder(matmul);
   std::string role = stringifyRole(matmul.getRole()).str();
   std::string keyPrefix = (name + "|" + role + "|").str();

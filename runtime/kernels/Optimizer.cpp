@@ -74,6 +74,18 @@ io::Status clipByGlobalNorm(ThreadPool &pool, ArrayView<float *> tensors,
   return io::success();
 }
 
+void accumulateGradient(ThreadPool &pool, float *sum, const float *grad,
+                        int64_t count, float scale, bool first) {
+  pool.parallelFor(0, count, kGrain, [&](int64_t begin, int64_t end) {
+    if (first)
+      for (int64_t i = begin; i < end; ++i)
+        sum[i] = scale * grad[i];
+    else
+      for (int64_t i = begin; i < end; ++i)
+        sum[i] += scale * grad[i];
+  });
+}
+
 io::Status adamw(ThreadPool &pool, float *param, const float *grad, float *m,
                  float *v, int64_t count, const AdamWConfig &config) {
   if (config.step < 1)
@@ -151,6 +163,23 @@ io::Status launchClip(const CpuKernelContext &context,
   return io::success();
 }
 
+io::Status launchAccumulateGradient(const CpuKernelContext &context,
+                                    ArrayView<Buffer> buffers,
+                                    ArrayView<Scalar> scalars) {
+  LaunchArguments args(context, buffers, scalars);
+  const int64_t count = args.size(0);
+  const double scale = args.real(1);
+  const int64_t microBatch = args.integer(2);
+  args.require(microBatch >= 0, "'micro_batch' must not be negative");
+  float *sum = args.output<float>(0, count);
+  const float *grad = args.input<float>(1, count);
+  if (!args.ok())
+    return args.status();
+  accumulateGradient(args.pool(), sum, grad, count, static_cast<float>(scale),
+                     microBatch == 0);
+  return io::success();
+}
+
 io::Status launchAdamW(const CpuKernelContext &context,
                        ArrayView<Buffer> buffers, ArrayView<Scalar> scalars) {
   LaunchArguments args(context, buffers, scalars);
@@ -187,6 +216,13 @@ io::Status addOptimizerKernels(backend::CpuKernelTable &table) {
                                 {f64("max_norm"), i64("count")}};
   clip.variadic = true;
   if (io::Status status = table.add(clip, launchClip); !status)
+    return status;
+  if (io::Status status =
+          table.add({"accumulate_gradient",
+                     {inoutF32("sum"), inF32("grad")},
+                     {i64("count"), f64("scale"), i64("micro_batch")}},
+                    launchAccumulateGradient);
+      !status)
     return status;
   return table.add(
       {"adamw",

@@ -28,6 +28,12 @@
 //
 // and one tensor per launch:
 //
+//   accumulate_gradient
+//     buffers: inout f32 sum [count], in f32 grad [count]
+//     scalars: i64 count, f64 scale, i64 micro_batch
+//     sum = scale * grad for micro-batch 0, sum + scale * grad after it
+//     (fp32, one rounding each): a step's gradient over its micro-batches,
+//     with scale = 1 / micro-batches.
 //   adamw
 //     buffers: inout f32 param [count], in f32 grad [count],
 //              inout f32 m [count], inout f32 v [count]
@@ -78,7 +84,13 @@ struct AdamWConfig {
 io::Status adamw(backend::ThreadPool &pool, float *param, const float *grad,
                  float *m, float *v, int64_t count, const AdamWConfig &config);
 
-/// Registers global_norm, clip_by_global_norm and adamw.
+/// sum = scale * grad when `first`, else sum + scale * grad.
+void accumulateGradient(backend::ThreadPool &pool, float *sum,
+                        const float *grad, int64_t count, float scale,
+                        bool first);
+
+/// Registers global_norm, clip_by_global_norm, accumulate_gradient and
+/// adamw.
 io::Status addOptimizerKernels(backend::CpuKernelTable &table);
 
 } // namespace tetra::kernels

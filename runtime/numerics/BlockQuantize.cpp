@@ -155,15 +155,87 @@ int sharedExponent(float amax, ScaleRule rule, const FormatSpec &element) {
   return 0;
 }
 
+float finiteAmax(const float *data, int64_t count) {
+  float amax = 0.0f;
+  for (int64_t k = 0; k < count; ++k)
+    if (isFinite(data[k]) && magnitude(data[k]) > amax)
+      amax = magnitude(data[k]);
+  return amax;
+}
+
+float nvfp4TensorScale(float tensorAmax, const FormatSpec &element) {
+  const float tensorScale = tensorAmax / (448.0f * element.maxFinite);
+  // All zeros (or so small that the quotient underflows): 1.
+  return tensorScale == 0.0f ? 1.0f : tensorScale;
+}
+
+uint8_t quantizeBlock(const float *values, int64_t firstIndex,
+                      int64_t indexStride, const BlockFormat &format,
+                      float tensorScale, const RandomStream &stream,
+                      uint8_t *codes) {
+  const FormatSpec &spec = formatSpec(format.element);
+  const int blockSize = format.scaling.blockSize;
+  const bool stochastic = format.rounding == Rounding::Stochastic;
+  const bool nvfp4Style = format.scaling.scaleFormat == ScaleFormat::E4M3;
+
+  float blockAmax = 0.0f;
+  bool nonFinite = false;
+  for (int j = 0; j < blockSize; ++j) {
+    const float x = values[j];
+    if (!isFinite(x))
+      nonFinite = true;
+    else if (magnitude(x) > blockAmax)
+      blockAmax = magnitude(x);
+  }
+  if (nonFinite) {
+    // All-zero codes; the NaN scale makes the whole block NaN.
+    for (int j = 0; j < blockSize; ++j)
+      codes[j] = 0;
+    return nvfp4Style ? 0x7F : kE8M0NaN;
+  }
+
+  auto bitsFor = [&](int j) {
+    return stochastic
+               ? randomBits(stream,
+                            static_cast<uint64_t>(firstIndex + j * indexStride))
+               : 0u;
+  };
+
+  if (!nvfp4Style) {
+    const int e = sharedExponent(blockAmax, format.scaling.rule, spec);
+    for (int j = 0; j < blockSize; ++j)
+      codes[j] = static_cast<uint8_t>(
+          encode(values[j], e, spec, format.rounding, bitsFor(j)));
+    return encodeE8M0(e);
+  }
+
+  // NVFP4: this exact sequence of fp32 operations.
+  const uint8_t scale = encodeE4M3(blockAmax / (tensorScale * spec.maxFinite));
+  const float decodedScale = decodeE4M3(scale) * tensorScale;
+  for (int j = 0; j < blockSize; ++j) {
+    const float x = values[j];
+    codes[j] = decodedScale == 0.0f
+                   ? signedZero(x, spec)
+                   : static_cast<uint8_t>(encode(x / decodedScale, 0, spec,
+                                                 format.rounding, bitsFor(j)));
+  }
+  return scale;
+}
+
+float dequantizeElement(uint8_t code, uint8_t scale, const BlockFormat &format,
+                        float tensorScale) {
+  const float element = decode(code, formatSpec(format.element));
+  return format.scaling.scaleFormat == ScaleFormat::E4M3
+             ? (element * decodeE4M3(scale)) * tensorScale
+             : element * decodeE8M0(scale);
+}
+
 QuantizedTensor quantize(const float *data, const std::vector<int64_t> &shape,
                          int axis, const BlockFormat &format,
                          const RandomStream &stream) {
-  const FormatSpec &spec = formatSpec(format.element);
   const BlockLayout layout = layoutOf(shape, axis, format.scaling.blockSize);
   const AxisView &view = layout.view;
   const int blockSize = layout.blockSize;
-  const bool stochastic = format.rounding == Rounding::Stochastic;
-  const bool nvfp4Style = format.scaling.scaleFormat == ScaleFormat::E4M3;
 
   QuantizedTensor result;
   result.format = format;
@@ -173,76 +245,31 @@ QuantizedTensor quantize(const float *data, const std::vector<int64_t> &shape,
   result.scales.assign(view.outer * layout.blocksAlongAxis * view.inner, 0);
 
   // NVFP4: the per-tensor scale, from the finite elements only.
-  const float elementMax = spec.maxFinite;
-  if (nvfp4Style) {
-    float tensorAmax = 0.0f;
-    for (int64_t k = 0; k < view.numElements(); ++k)
-      if (isFinite(data[k]) && magnitude(data[k]) > tensorAmax)
-        tensorAmax = magnitude(data[k]);
-    const float tensorScale = tensorAmax / (448.0f * elementMax);
-    // All zeros (or so small that the quotient underflows): 1.
-    result.tensorScale = tensorScale == 0.0f ? 1.0f : tensorScale;
-  }
+  if (format.scaling.scaleFormat == ScaleFormat::E4M3)
+    result.tensorScale = nvfp4TensorScale(finiteAmax(data, view.numElements()),
+                                          formatSpec(format.element));
 
+  std::vector<float> values(blockSize);
+  std::vector<uint8_t> codes(blockSize);
   for (int64_t o = 0; o < view.outer; ++o)
     for (int64_t b = 0; b < layout.blocksAlongAxis; ++b)
       for (int64_t i = 0; i < view.inner; ++i) {
-        const int64_t first = b * blockSize;
-        float blockAmax = 0.0f;
-        bool nonFinite = false;
-        for (int j = 0; j < blockSize; ++j) {
-          float x = data[view.index(o, first + j, i)];
-          if (!isFinite(x))
-            nonFinite = true;
-          else if (magnitude(x) > blockAmax)
-            blockAmax = magnitude(x);
-        }
-        uint8_t &scale = result.scales[layout.scaleIndex(o, b, i)];
-        if (nonFinite) {
-          // Codes stay 0; the NaN scale makes the whole block NaN.
-          scale = nvfp4Style ? 0x7F : kE8M0NaN;
-          continue;
-        }
-
-        auto bitsFor = [&](int64_t index) {
-          return stochastic ? randomBits(stream, static_cast<uint64_t>(index))
-                            : 0u;
-        };
-
-        if (!nvfp4Style) {
-          const int e = sharedExponent(blockAmax, format.scaling.rule, spec);
-          scale = encodeE8M0(e);
-          for (int j = 0; j < blockSize; ++j) {
-            const int64_t index = view.index(o, first + j, i);
-            result.codes[index] = static_cast<uint8_t>(
-                encode(data[index], e, spec, format.rounding, bitsFor(index)));
-          }
-          continue;
-        }
-
-        // NVFP4: this exact sequence of fp32 operations.
-        scale = encodeE4M3(blockAmax / (result.tensorScale * elementMax));
-        const float decodedScale = decodeE4M3(scale) * result.tensorScale;
-        for (int j = 0; j < blockSize; ++j) {
-          const int64_t index = view.index(o, first + j, i);
-          const float x = data[index];
-          result.codes[index] = decodedScale == 0.0f
-                                    ? signedZero(x, spec)
-                                    : static_cast<uint8_t>(encode(
-                                          x / decodedScale, 0, spec,
-                                          format.rounding, bitsFor(index)));
-        }
+        const int64_t firstIndex = view.index(o, b * blockSize, i);
+        for (int j = 0; j < blockSize; ++j)
+          values[j] = data[firstIndex + j * view.inner];
+        result.scales[layout.scaleIndex(o, b, i)] =
+            quantizeBlock(values.data(), firstIndex, view.inner, format,
+                          result.tensorScale, stream, codes.data());
+        for (int j = 0; j < blockSize; ++j)
+          result.codes[firstIndex + j * view.inner] = codes[j];
       }
   return result;
 }
 
 std::vector<float> dequantize(const QuantizedTensor &tensor) {
-  const FormatSpec &spec = formatSpec(tensor.format.element);
   const BlockLayout layout =
       layoutOf(tensor.shape, tensor.axis, tensor.format.scaling.blockSize);
   const AxisView &view = layout.view;
-  const bool nvfp4Style =
-      tensor.format.scaling.scaleFormat == ScaleFormat::E4M3;
 
   std::vector<float> values(view.numElements());
   for (int64_t o = 0; o < view.outer; ++o)
@@ -251,10 +278,8 @@ std::vector<float> dequantize(const QuantizedTensor &tensor) {
         const int64_t index = view.index(o, e, i);
         const uint8_t scale =
             tensor.scales[layout.scaleIndex(o, e / layout.blockSize, i)];
-        const float element = decode(tensor.codes[index], spec);
-        values[index] = nvfp4Style
-                            ? (element * decodeE4M3(scale)) * tensor.tensorScale
-                            : element * decodeE8M0(scale);
+        values[index] = dequantizeElement(tensor.codes[index], scale,
+                                          tensor.format, tensor.tensorScale);
       }
   return values;
 }

@@ -131,6 +131,36 @@ QuantizedTensor quantize(const float *data, const std::vector<int64_t> &shape,
 /// does not overflow.
 std::vector<float> dequantize(const QuantizedTensor &tensor);
 
+/// The pieces quantize() and dequantize() are made of, for code that
+/// quantizes part of a tensor and must get exactly what quantize() gets for
+/// those elements (QuantizationError.h). quantize() is these calls in order.
+
+/// The largest |x| over the finite values of `data` (0 if there are none):
+/// NVFP4's tensor amax (quantize()'s step 1).
+float finiteAmax(const float *data, int64_t count);
+
+/// NVFP4's fp32 tensor scale (step 2) for a tensor whose finite amax is
+/// `tensorAmax`: tensorAmax / (448.0f * element.maxFinite), or 1.0f if that
+/// is 0.
+float nvfp4TensorScale(float tensorAmax, const FormatSpec &element);
+
+/// Quantizes one block exactly as quantize() does within a tensor: the
+/// `format.scaling.blockSize` values `values[j]` are the elements at
+/// row-major indices `firstIndex + j * indexStride` of the whole tensor (the
+/// indices key the stochastic-rounding bits), `tensorScale` is the whole
+/// tensor's (NVFP4; ignored for E8M0 scales). Writes the element codes to
+/// `codes[j]` (all zero for a block with a NaN or an Inf) and returns the
+/// block's scale code.
+uint8_t quantizeBlock(const float *values, int64_t firstIndex,
+                      int64_t indexStride, const BlockFormat &format,
+                      float tensorScale, const RandomStream &stream,
+                      uint8_t *codes);
+
+/// The fp32 value of element code `code` in a block with scale code `scale`,
+/// as dequantize() computes it (above).
+float dequantizeElement(uint8_t code, uint8_t scale, const BlockFormat &format,
+                        float tensorScale);
+
 /// Rotate along `axis`, quantize, dequantize, rotate back: what the operand
 /// looks like to the GEMM, expressed in the original basis. In place.
 /// `stream.step` also selects per-step random Hadamard signs.

@@ -109,15 +109,30 @@ io::Status StepExecutor::bind(std::string_view name, backend::Buffer buffer) {
   return io::success();
 }
 
-io::Status StepExecutor::run(backend::Stream stream) {
-  return runLaunches(stream, /*checkFinite=*/false);
+io::Status StepExecutor::run(int begin, int end, backend::Stream stream) {
+  return runLaunches(begin, end, stream, /*checkFinite=*/false, nullptr);
 }
 
-io::Status StepExecutor::runCheckingFinite(backend::Stream stream) {
-  return runLaunches(stream, /*checkFinite=*/true);
+io::Status StepExecutor::runCheckingFinite(int begin, int end,
+                                           backend::Stream stream) {
+  return runLaunches(begin, end, stream, /*checkFinite=*/true, nullptr);
 }
 
-io::Status StepExecutor::runLaunches(backend::Stream stream, bool checkFinite) {
+io::Status
+StepExecutor::runObserving(int begin, int end,
+                           const std::function<io::Status(int)> &observe,
+                           backend::Stream stream) {
+  return runLaunches(begin, end, stream, /*checkFinite=*/false, &observe);
+}
+
+io::Status
+StepExecutor::runLaunches(int begin, int end, backend::Stream stream,
+                          bool checkFinite,
+                          const std::function<io::Status(int)> *observe) {
+  if (begin < 0 || end > static_cast<int>(schedule_.launches.size()) ||
+      begin > end)
+    return io::Error("schedule '" + schedule_.name + "': no launches [" +
+                     std::to_string(begin) + ", " + std::to_string(end) + ")");
   for (size_t i = 0; i < bound_.size(); ++i)
     if (!bound_[i])
       return io::Error("schedule '" + schedule_.name + "': buffer '" +
@@ -126,7 +141,7 @@ io::Status StepExecutor::runLaunches(backend::Stream stream, bool checkFinite) {
                        ") is not bound");
   std::vector<backend::Buffer> arguments;
   std::vector<backend::Scalar> scalars;
-  for (size_t l = 0; l < schedule_.launches.size(); ++l) {
+  for (int l = begin; l < end; ++l) {
     const Launch &launch = schedule_.launches[l];
     arguments.clear();
     for (int buffer : launch.buffers)
@@ -147,6 +162,12 @@ io::Status StepExecutor::runLaunches(backend::Stream stream, bool checkFinite) {
       return io::Error("launch " + std::to_string(l) + " (" + launch.kernel +
                        ", " + launch.origin +
                        "): " + launched.error().message());
+    if (observe) {
+      if (io::Status done = backend_.synchronize(stream); !done)
+        return done.error();
+      if (io::Status observed = (*observe)(l); !observed)
+        return observed;
+    }
     if (!checkFinite)
       continue;
     const backend::KernelSignature *signature = backend_.signature(kernels_[l]);

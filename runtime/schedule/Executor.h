@@ -17,6 +17,7 @@
 #include "runtime/backend/Backend.h"
 #include "runtime/schedule/Schedule.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,22 +42,44 @@ public:
   io::Status bind(std::string_view name, backend::Buffer buffer);
   /// Sets the run-time scalar `name` ("step", "lr") that launches read.
   void setScalar(const std::string &name, backend::Scalar value);
-  /// Launches every kernel in order on `stream`; an unbound buffer or a
+  /// Launches [begin, end) of the schedule, in order, on `stream` (the
+  /// phases of Schedule::phases are such ranges); an unbound buffer or a
   /// failing launch is an error that names the launch and its origin.
-  io::Status run(backend::Stream stream = {});
+  io::Status run(int begin, int end, backend::Stream stream = {});
+  /// Every launch.
+  io::Status run(backend::Stream stream = {}) {
+    return run(0, static_cast<int>(schedule_.launches.size()), stream);
+  }
   /// Like run(), but after each launch reads back every f32 buffer the
   /// kernel writes (out and inout, per its signature) and stops at the first
   /// NaN or Inf: the error names the buffer, the launch and its origin —
   /// which linear and which GEMM role ("layers.3.mlp.down.wgrad at
   /// model.tetra:41:7"). Slow; for finding where a step went non-finite.
-  io::Status runCheckingFinite(backend::Stream stream = {});
+  io::Status runCheckingFinite(int begin, int end, backend::Stream stream = {});
+  io::Status runCheckingFinite(backend::Stream stream = {}) {
+    return runCheckingFinite(0, static_cast<int>(schedule_.launches.size()),
+                             stream);
+  }
+  /// Like run(begin, end), calling `observe(launch)` after each launch has
+  /// finished, while its operands are still in place (temporaries may be
+  /// overwritten by later launches): for measurements such as the
+  /// quantization error of a GEMM's operands.
+  io::Status runObserving(int begin, int end,
+                          const std::function<io::Status(int)> &observe,
+                          backend::Stream stream = {});
+  /// The buffer behind launch `launch`'s argument `argument`.
+  backend::Buffer argument(int launch, int argument) const {
+    return buffers_[schedule_.launches[launch].buffers[argument]];
+  }
 
   const Schedule &schedule() const { return schedule_; }
   /// The device buffer of `name`: a bound one, or a temporary's arena slice.
   io::Expected<backend::Buffer> buffer(std::string_view name) const;
 
 private:
-  io::Status runLaunches(backend::Stream stream, bool checkFinite);
+  io::Status runLaunches(int begin, int end, backend::Stream stream,
+                         bool checkFinite,
+                         const std::function<io::Status(int)> *observe);
 
   StepExecutor(backend::Backend &backend, Schedule schedule)
       : backend_(backend), schedule_(std::move(schedule)) {}

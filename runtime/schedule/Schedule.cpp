@@ -14,8 +14,8 @@ namespace {
 
 constexpr BufferRole kRoles[] = {BufferRole::Parameter, BufferRole::AdamM,
                                  BufferRole::AdamV,     BufferRole::Input,
-                                 BufferRole::Output,    BufferRole::Temporary,
-                                 BufferRole::Constant};
+                                 BufferRole::Output,    BufferRole::Gradient,
+                                 BufferRole::Temporary, BufferRole::Constant};
 
 /// [first, last] launch index of every buffer; {-1, -1} when unused.
 std::vector<std::pair<int, int>> lifetimes(const Schedule &schedule) {
@@ -51,12 +51,36 @@ std::string_view tetra::schedule::bufferRoleName(BufferRole role) {
     return "input";
   case BufferRole::Output:
     return "output";
+  case BufferRole::Gradient:
+    return "gradient";
   case BufferRole::Temporary:
     return "temporary";
   case BufferRole::Constant:
     return "constant";
   }
   return "";
+}
+
+namespace {
+int resolvePhase(int end, const Schedule &schedule) {
+  return end < 0 ? static_cast<int>(schedule.launches.size()) : end;
+}
+} // namespace
+
+int Schedule::forwardEnd() const {
+  return resolvePhase(phases.forwardEnd, *this);
+}
+int Schedule::gradientsEnd() const {
+  return resolvePhase(phases.gradientsEnd, *this);
+}
+int Schedule::updateBegin() const {
+  return resolvePhase(phases.updateBegin, *this);
+}
+
+bool Schedule::accumulatesGradients() const {
+  return std::any_of(buffers.begin(), buffers.end(), [](const BufferDesc &b) {
+    return b.role == BufferRole::Gradient;
+  });
 }
 
 int64_t BufferDesc::numElements() const {
@@ -162,10 +186,37 @@ io::Status tetra::schedule::validate(
                        std::to_string(buffer.bytes()) + " bytes, arena " +
                        std::to_string(schedule.arenaBytes) + ")");
   }
+  int launchCount = static_cast<int>(schedule.launches.size());
+  const Phases &phases = schedule.phases;
+  for (int end : {phases.forwardEnd, phases.gradientsEnd, phases.updateBegin})
+    if (end < -1 || end > launchCount)
+      return io::Error("phases: launch count " + std::to_string(end) +
+                       " out of range");
+  if (!(schedule.forwardEnd() <= schedule.gradientsEnd() &&
+        schedule.gradientsEnd() <= schedule.updateBegin()))
+    return io::Error("phases: forward_end <= gradients_end <= update_begin "
+                     "does not hold");
   for (size_t l = 0; l < schedule.launches.size(); ++l) {
     const Launch &launch = schedule.launches[l];
     std::string where =
         "launches[" + std::to_string(l) + "] (" + launch.kernel + "): ";
+    if (launch.gemm)
+      for (const QuantizedOperand &operand : launch.gemm->operands) {
+        int64_t elements = 1;
+        for (int64_t size : operand.shape)
+          elements *= size;
+        if (operand.argument < 0 ||
+            operand.argument >= static_cast<int>(launch.buffers.size()) ||
+            operand.axis < 0 ||
+            operand.axis >= static_cast<int>(operand.shape.size()))
+          return io::Error(where + "gemm operand '" + operand.name +
+                           "': argument or axis out of range");
+        int buffer = launch.buffers[operand.argument];
+        if (buffer >= 0 && buffer < count &&
+            schedule.buffers[buffer].numElements() != elements)
+          return io::Error(where + "gemm operand '" + operand.name +
+                           "': shape does not match its buffer");
+      }
     for (int buffer : launch.buffers)
       if (buffer < 0 || buffer >= count)
         return io::Error(where + "buffer index " + std::to_string(buffer) +
@@ -214,11 +265,90 @@ io::Status tetra::schedule::validate(
 // JSON
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+using numerics::RotationKind;
+using numerics::ScaleFormat;
+using numerics::SignSchedule;
+
+constexpr std::pair<ScaleFormat, std::string_view> kScaleFormats[] = {
+    {ScaleFormat::E8M0, "e8m0"}, {ScaleFormat::E4M3, "e4m3"}};
+constexpr std::pair<RotationKind, std::string_view> kRotationKinds[] = {
+    {RotationKind::None, "none"},
+    {RotationKind::Hadamard, "hadamard"},
+    {RotationKind::RandomHadamard, "random_hadamard"}};
+constexpr std::pair<SignSchedule, std::string_view> kSignSchedules[] = {
+    {SignSchedule::Fixed, "fixed"}, {SignSchedule::PerStep, "per_step"}};
+
+template <typename Enum, size_t N>
+std::string_view nameIn(const std::pair<Enum, std::string_view> (&table)[N],
+                        Enum value) {
+  for (const auto &[candidate, name] : table)
+    if (candidate == value)
+      return name;
+  return "?";
+}
+
+template <typename Enum, size_t N>
+std::optional<Enum> parseIn(const std::pair<Enum, std::string_view> (&table)[N],
+                            std::string_view name) {
+  for (const auto &[candidate, candidateName] : table)
+    if (candidateName == name)
+      return candidate;
+  return std::nullopt;
+}
+
+io::JsonValue gemmToJson(const GemmLaunch &gemm) {
+  using io::JsonValue;
+  JsonValue root = JsonValue::object();
+  root.set("linear", JsonValue::string(gemm.linear));
+  root.set("role", JsonValue::string(gemm.role));
+  JsonValue operands = JsonValue::array();
+  for (const QuantizedOperand &operand : gemm.operands) {
+    const numerics::OperandQuantization &q = operand.quantization;
+    JsonValue entry = JsonValue::object();
+    entry.set("name", JsonValue::string(operand.name));
+    entry.set("argument", JsonValue::integer(operand.argument));
+    JsonValue shape = JsonValue::array();
+    for (int64_t size : operand.shape)
+      shape.push(JsonValue::integer(size));
+    entry.set("shape", std::move(shape));
+    entry.set("axis", JsonValue::integer(operand.axis));
+    entry.set("element",
+              JsonValue::string(std::string(formatName(q.format.element))));
+    entry.set("block", JsonValue::integer(q.format.scaling.blockSize));
+    entry.set("scale", JsonValue::string(std::string(nameIn(
+                           kScaleFormats, q.format.scaling.scaleFormat))));
+    entry.set("rule", JsonValue::string(std::string(
+                          numerics::scaleRuleName(q.format.scaling.rule))));
+    entry.set("rounding", JsonValue::string(std::string(
+                              numerics::roundingName(q.format.rounding))));
+    entry.set("rotation", JsonValue::string(std::string(
+                              nameIn(kRotationKinds, q.rotation.kind))));
+    entry.set("rotation_block", JsonValue::integer(q.rotation.blockSize));
+    entry.set("signs", JsonValue::string(std::string(
+                           nameIn(kSignSchedules, q.rotation.schedule))));
+    entry.set("rotation_seed",
+              JsonValue::integer(static_cast<int64_t>(q.rotation.seed)));
+    entry.set("tensor_id", JsonValue::integer(operand.tensorId));
+    operands.push(std::move(entry));
+  }
+  root.set("operands", std::move(operands));
+  return root;
+}
+
+} // namespace
+
 std::string tetra::schedule::toJson(const Schedule &schedule) {
   using io::JsonValue;
   JsonValue root = JsonValue::object();
   root.set("name", JsonValue::string(schedule.name));
   root.set("arena_bytes", JsonValue::integer(schedule.arenaBytes));
+  JsonValue phases = JsonValue::object();
+  phases.set("forward_end", JsonValue::integer(schedule.phases.forwardEnd));
+  phases.set("gradients_end", JsonValue::integer(schedule.phases.gradientsEnd));
+  phases.set("update_begin", JsonValue::integer(schedule.phases.updateBegin));
+  root.set("phases", std::move(phases));
   JsonValue buffers = JsonValue::array();
   for (const BufferDesc &buffer : schedule.buffers) {
     JsonValue entry = JsonValue::object();
@@ -262,6 +392,8 @@ std::string tetra::schedule::toJson(const Schedule &schedule) {
       entry.set("bound_scalars", std::move(bound));
     }
     entry.set("origin", JsonValue::string(launch.origin));
+    if (launch.gemm)
+      entry.set("gemm", gemmToJson(*launch.gemm));
     launches.push(std::move(entry));
   }
   root.set("launches", std::move(launches));
@@ -305,6 +437,96 @@ public:
   std::string error;
 };
 
+/// A launch's "gemm" object; the first problem goes to `reader`.
+std::optional<GemmLaunch> gemmFromJson(const io::JsonValue &item,
+                                       Reader &reader) {
+  using Kind = io::JsonValue::Kind;
+  GemmLaunch gemm;
+  const io::JsonValue *linear = reader.field(item, "linear", Kind::String);
+  const io::JsonValue *role = reader.field(item, "role", Kind::String);
+  const io::JsonValue *operands = reader.field(item, "operands", Kind::Array);
+  if (!reader.error.empty())
+    return std::nullopt;
+  gemm.linear = linear->asString();
+  gemm.role = role->asString();
+  for (const io::JsonValue &entry : operands->items()) {
+    if (!entry.isObject()) {
+      reader.fail("a gemm operand must be an object");
+      return std::nullopt;
+    }
+    QuantizedOperand operand;
+    numerics::OperandQuantization &q = operand.quantization;
+    const io::JsonValue *name = reader.field(entry, "name", Kind::String);
+    const io::JsonValue *argument =
+        reader.field(entry, "argument", Kind::Number);
+    const io::JsonValue *shape = reader.field(entry, "shape", Kind::Array);
+    const io::JsonValue *axis = reader.field(entry, "axis", Kind::Number);
+    const io::JsonValue *element = reader.field(entry, "element", Kind::String);
+    const io::JsonValue *block = reader.field(entry, "block", Kind::Number);
+    const io::JsonValue *scale = reader.field(entry, "scale", Kind::String);
+    const io::JsonValue *rule = reader.field(entry, "rule", Kind::String);
+    const io::JsonValue *rounding =
+        reader.field(entry, "rounding", Kind::String);
+    const io::JsonValue *rotation =
+        reader.field(entry, "rotation", Kind::String);
+    const io::JsonValue *rotationBlock =
+        reader.field(entry, "rotation_block", Kind::Number);
+    const io::JsonValue *signs = reader.field(entry, "signs", Kind::String);
+    const io::JsonValue *rotationSeed =
+        reader.field(entry, "rotation_seed", Kind::Number);
+    const io::JsonValue *tensorId =
+        reader.field(entry, "tensor_id", Kind::Number);
+    if (!reader.error.empty())
+      return std::nullopt;
+    operand.name = name->asString();
+    int64_t value = 0;
+    if (!reader.integer(*argument, value, "'argument'"))
+      return std::nullopt;
+    operand.argument = static_cast<int>(value);
+    for (const io::JsonValue &size : shape->items()) {
+      if (!reader.integer(size, value, "'shape'"))
+        return std::nullopt;
+      operand.shape.push_back(value);
+    }
+    if (!reader.integer(*axis, value, "'axis'"))
+      return std::nullopt;
+    operand.axis = static_cast<int>(value);
+    if (!reader.integer(*block, value, "'block'"))
+      return std::nullopt;
+    q.format.scaling.blockSize = static_cast<int>(value);
+    if (!reader.integer(*rotationBlock, value, "'rotation_block'"))
+      return std::nullopt;
+    q.rotation.blockSize = static_cast<int>(value);
+    if (!reader.integer(*rotationSeed, value, "'rotation_seed'"))
+      return std::nullopt;
+    q.rotation.seed = static_cast<uint64_t>(value);
+    if (!reader.integer(*tensorId, value, "'tensor_id'"))
+      return std::nullopt;
+    operand.tensorId = static_cast<uint32_t>(value);
+    auto parsedElement = numerics::parseElementFormat(element->asString());
+    auto parsedScale = parseIn(kScaleFormats, scale->asString());
+    auto parsedRule = numerics::parseScaleRule(rule->asString());
+    auto parsedRounding = numerics::parseRounding(rounding->asString());
+    auto parsedRotation = parseIn(kRotationKinds, rotation->asString());
+    auto parsedSigns = parseIn(kSignSchedules, signs->asString());
+    if (!parsedElement || !parsedScale || !parsedRule || !parsedRounding ||
+        !parsedRotation || !parsedSigns) {
+      reader.fail("gemm operand '" + operand.name +
+                  "': unknown element, scale, rule, rounding, rotation or "
+                  "signs name");
+      return std::nullopt;
+    }
+    q.format.element = *parsedElement;
+    q.format.scaling.scaleFormat = *parsedScale;
+    q.format.scaling.rule = *parsedRule;
+    q.format.rounding = *parsedRounding;
+    q.rotation.kind = *parsedRotation;
+    q.rotation.schedule = *parsedSigns;
+    gemm.operands.push_back(std::move(operand));
+  }
+  return gemm;
+}
+
 } // namespace
 
 io::Expected<Schedule> tetra::schedule::fromJson(std::string_view text) {
@@ -326,6 +548,23 @@ io::Expected<Schedule> tetra::schedule::fromJson(std::string_view text) {
   schedule.name = name->asString();
   if (!top.integer(*arena, schedule.arenaBytes, "'arena_bytes'"))
     return io::Error(top.error);
+  if (const io::JsonValue *phases = root.find("phases")) {
+    Reader reader("schedule.phases");
+    const io::JsonValue *forward =
+        reader.field(*phases, "forward_end", Kind::Number);
+    const io::JsonValue *gradients =
+        reader.field(*phases, "gradients_end", Kind::Number);
+    const io::JsonValue *update =
+        reader.field(*phases, "update_begin", Kind::Number);
+    int64_t values[3] = {-1, -1, -1};
+    if (!reader.error.empty() ||
+        !reader.integer(*forward, values[0], "'forward_end'") ||
+        !reader.integer(*gradients, values[1], "'gradients_end'") ||
+        !reader.integer(*update, values[2], "'update_begin'"))
+      return io::Error(reader.error);
+    schedule.phases = {static_cast<int>(values[0]), static_cast<int>(values[1]),
+                       static_cast<int>(values[2])};
+  }
 
   for (size_t i = 0; i < buffers->items().size(); ++i) {
     const io::JsonValue &item = buffers->items()[i];
@@ -426,6 +665,14 @@ io::Expected<Schedule> tetra::schedule::fromJson(std::string_view text) {
           return io::Error(reader.error);
         launch.boundScalars.push_back({static_cast<int>(position), member.key});
       }
+    }
+    if (const io::JsonValue *gemm = item.find("gemm")) {
+      Reader gemmReader(reader.path + ".gemm");
+      if (!gemm->isObject())
+        return io::Error(gemmReader.path + ": not an object");
+      launch.gemm = gemmFromJson(*gemm, gemmReader);
+      if (!launch.gemm)
+        return io::Error(gemmReader.error);
     }
     schedule.launches.push_back(std::move(launch));
   }

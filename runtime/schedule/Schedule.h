@@ -17,8 +17,10 @@
 
 #include "runtime/backend/KernelABI.h"
 #include "runtime/io/Error.h"
+#include "runtime/numerics/BlockQuantize.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +36,7 @@ enum class BufferRole {
   AdamV,     ///< second moment
   Input,     ///< tokens, targets
   Output,    ///< loss, grad norm: read back after the step
+  Gradient, ///< "grad.<param>": the gradient summed over a step's micro-batches
   Temporary, ///< activations, gradients, codes, scales
   Constant,  ///< a splat the executor fills once (the loss seed dloss = 1)
 };
@@ -54,6 +57,29 @@ struct BufferDesc {
   int64_t bytes() const;
 };
 
+/// One operand of a GEMM that a compiled kernel rotates and quantizes: what
+/// the runtime needs to measure the quantization error of the operand the
+/// kernel reads (numerics::quantizationError), without the compiler.
+struct QuantizedOperand {
+  /// "x", "w" or "dy": the activation, the weight or the output gradient.
+  std::string name;
+  int argument = 0; ///< Position in Launch::buffers of the f32 operand.
+  /// The operand as the kernel sees it (a view may reshape the buffer), and
+  /// the reduction axis it is quantized along.
+  std::vector<int64_t> shape;
+  int axis = 0;
+  numerics::OperandQuantization quantization;
+  /// Stochastic rounding's stream: the run's seed and step with this id.
+  uint32_t tensorId = 0;
+};
+
+/// What a launch of one GEMM of a linear layer computes.
+struct GemmLaunch {
+  std::string linear; ///< "layers.0.attn.wq"
+  std::string role;   ///< "fprop", "dgrad" or "wgrad"
+  std::vector<QuantizedOperand> operands;
+};
+
 struct Launch {
   /// A library kernel's registered name ("rmsnorm.forward") or a compiled
   /// kernel's symbol.
@@ -66,14 +92,40 @@ struct Launch {
   /// Scalars set per run (the step, the learning rate): position in
   /// `scalars` and the name StepExecutor::setScalar gives them.
   std::vector<std::pair<int, std::string>> boundScalars;
+  /// Set for a compiled kernel that computes one GEMM of a linear layer.
+  std::optional<GemmLaunch> gemm;
+};
+
+/// Where the parts of a training step end, as launch counts. Running
+/// launches [0, forwardEnd) computes the loss; [0, gradientsEnd) the loss
+/// and every parameter's gradient (added into the Gradient buffers when the
+/// step accumulates micro-batches); [gradientsEnd, updateBegin) the global
+/// gradient norm; [updateBegin, end) clipping and the optimizer update. The
+/// arena keeps its bytes between runs, so running the parts one after the
+/// other is running the whole step. -1: the end of the launch list (a
+/// schedule without an optimizer).
+struct Phases {
+  int forwardEnd = -1;
+  int gradientsEnd = -1;
+  int updateBegin = -1;
 };
 
 struct Schedule {
   std::string name;
   std::vector<BufferDesc> buffers;
   std::vector<Launch> launches;
+  Phases phases;
   /// Bytes of the arena that holds every temporary (planMemory sets it).
   int64_t arenaBytes = 0;
+
+  /// The launch counts of `phases`, -1 resolved to launches.size().
+  int forwardEnd() const;
+  int gradientsEnd() const;
+  int updateBegin() const;
+  /// Whether the step sums gradients over micro-batches: it has Gradient
+  /// buffers, and its gradient part reads the run-time scalars
+  /// "micro_batch" (0 first: overwrite) and "grad_scale" (1 / micro-batches).
+  bool accumulatesGradients() const;
 
   /// The index of the buffer named `name`, or -1.
   int findBuffer(std::string_view name) const;

@@ -57,9 +57,18 @@ io::Status MetricsWriter::write(const StepRecord &record) {
     field("eval_loss");
     io::appendJsonNumber(line, *record.evalLoss);
   }
-  for (const auto &[key, value] : record.extra) {
-    field(key.c_str());
-    io::appendJsonNumber(line, value);
+  if (!record.sqnrDecibels.empty()) {
+    field("sqnr_db");
+    line += "{";
+    const char *separator = "";
+    for (const auto &[key, value] : record.sqnrDecibels) {
+      line += separator;
+      io::appendJsonString(line, key);
+      line += ':';
+      io::appendJsonNumber(line, value);
+      separator = ",";
+    }
+    line += "}";
   }
   line += "}\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||

@@ -2,7 +2,8 @@
 //
 // The run's record: `metrics.jsonl` in the run directory, one object per
 // logged step ({"run", "step", "loss", "lr", "grad_norm", "tokens_per_s",
-// "elapsed_s", and "eval_loss" on evaluation steps}), flushed line by line
+// "elapsed_s", "eval_loss" on evaluation steps, and "sqnr_db" on steps that
+// measured the quantizers: {"fprop.x": 18.2, ...}), flushed line by line
 // so that `tetra plot` can draw a run while it trains. Also the progress
 // line: rewritten in place on a terminal, plain lines otherwise.
 //
@@ -29,8 +30,9 @@ struct StepRecord {
   double tokensPerSecond = 0;
   double elapsedSeconds = 0;
   std::optional<double> evalLoss;
-  /// Extra numbers (per-role SQNR, ...), written as they are named.
-  std::map<std::string, double> extra;
+  /// The quantizers' SQNR in dB per GEMM role and operand ("wgrad.dy"), on
+  /// the steps that measured it (QuantizationMeter).
+  std::map<std::string, double> sqnrDecibels;
 };
 
 class MetricsWriter {

@@ -3,6 +3,7 @@
 #include "runtime/trainer/Trainer.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/trainer/QuantizationMeter.h"
 
 #include <algorithm>
 #include <chrono>
@@ -28,7 +29,7 @@ double uniform(uint64_t &state) {
   return (static_cast<double>(splitmix64(state) >> 11) + 1.0) * 0x1.0p-53;
 }
 
-const std::string kPrefixes[] = {"", "m.", "v."};
+const std::string kPrefixes[] = {"", "m.", "v."}; // parameter, moments
 
 } // namespace
 
@@ -62,6 +63,18 @@ Trainer::create(backend::Backend &backend, const schedule::Schedule &step,
         !bound)
       return bound.error();
   }
+  const schedule::Schedule &schedule = trainer->executor_->schedule();
+  if (schedule.phases.gradientsEnd < 0)
+    return io::Error("the compiled step '" + schedule.name +
+                     "' has no optimizer phases: not a training step");
+  if (trainer->config_.microBatches < 1)
+    return io::Error("micro-batches per step must be at least 1");
+  if (trainer->config_.microBatches > 1 && !schedule.accumulatesGradients())
+    return io::Error(
+        "the compiled step does not accumulate gradients, but the run asks "
+        "for " +
+        std::to_string(trainer->config_.microBatches) +
+        " micro-batches per step (compile it with accumulateGradients)");
   const data::PackerOptions &options = trainer->train_.options();
   for (const char *name : {"tokens", "targets"}) {
     int index = step.findBuffer(name);
@@ -138,35 +151,6 @@ io::Status Trainer::initialize() {
   return io::success();
 }
 
-std::vector<std::string> Trainer::stateBuffers() const {
-  std::vector<std::string> names;
-  for (const std::string &prefix : kPrefixes)
-    for (const ParameterSpec &spec : config_.parameters)
-      names.push_back(prefix + spec.name);
-  return names;
-}
-
-io::Expected<std::vector<std::vector<float>>> Trainer::snapshot() {
-  std::vector<std::vector<float>> state;
-  for (const std::string &name : stateBuffers()) {
-    io::Expected<std::vector<float>> values = read(name);
-    if (!values)
-      return values.error();
-    state.push_back(std::move(*values));
-  }
-  return state;
-}
-
-io::Status Trainer::restore(const std::vector<std::vector<float>> &state) {
-  std::vector<std::string> names = stateBuffers();
-  for (size_t i = 0; i < names.size(); ++i)
-    if (io::Status s =
-            upload(names[i], state[i].data(), state[i].size() * sizeof(float));
-        !s)
-      return s;
-  return io::success();
-}
-
 io::Status Trainer::uploadBatch(const data::Batch &batch) {
   if (io::Status s =
           upload("tokens", batch.tokens.data(), batch.tokens.size() * 4);
@@ -180,14 +164,12 @@ io::Expected<double> Trainer::evaluate() {
     return io::Error("no evaluation data");
   if (io::Status reset = eval_->reset(); !reset)
     return reset.error();
-  // A step with lr = 0 leaves the parameters as they are (AdamW's decay is
-  // scaled by lr too); its moments are restored afterwards.
-  io::Expected<std::vector<std::vector<float>>> saved = snapshot();
-  if (!saved)
-    return saved.error();
-  executor_->setScalar("lr", backend::Scalar::real(0.0));
+  // The forward phase alone: the loss, nothing updated.
   executor_->setScalar("step",
                        backend::Scalar::integer(std::max<int64_t>(1, step_)));
+  executor_->setScalar(
+      "seed", backend::Scalar::integer(static_cast<int64_t>(config_.seed)));
+  int forwardEnd = executor_->schedule().forwardEnd();
   double total = 0;
   int64_t batches = 0;
   data::Batch batch;
@@ -199,7 +181,7 @@ io::Expected<double> Trainer::evaluate() {
       break;
     if (io::Status s = uploadBatch(batch); !s)
       return s.error();
-    if (io::Status ran = executor_->run(); !ran)
+    if (io::Status ran = executor_->run(0, forwardEnd); !ran)
       return io::Error("evaluation: " + ran.error().message());
     io::Expected<std::vector<float>> loss = read("loss");
     if (!loss)
@@ -207,11 +189,98 @@ io::Expected<double> Trainer::evaluate() {
     total += (*loss)[0];
     ++batches;
   }
-  if (io::Status restored = restore(*saved); !restored)
-    return restored.error();
   if (batches == 0)
     return io::Error("evaluation: the evaluation data holds no full batch");
   return total / static_cast<double>(batches);
+}
+
+io::Error Trainer::locateNonFinite(const std::string &what,
+                                   const std::vector<data::Batch> &batches) {
+  int gradientsEnd = executor_->schedule().gradientsEnd();
+  for (size_t i = 0; i < batches.size(); ++i) {
+    if (io::Status s = uploadBatch(batches[i]); !s)
+      return s.error();
+    executor_->setScalar("micro_batch",
+                         backend::Scalar::integer(static_cast<int64_t>(i)));
+    io::Status checked = executor_->runCheckingFinite(0, gradientsEnd);
+    if (!checked)
+      return io::Error(what +
+                       (config_.microBatches > 1
+                            ? "; micro-batch " + std::to_string(i)
+                            : std::string()) +
+                       ": " + checked.error().message());
+  }
+  return io::Error(what + " (not reproduced by a checked re-run)");
+}
+
+io::Expected<Trainer::StepOutcome> Trainer::runStep(int64_t step, double lr,
+                                                    bool measure) {
+  const schedule::Schedule &schedule = executor_->schedule();
+  const int64_t micro = config_.microBatches;
+  executor_->setScalar("step", backend::Scalar::integer(step));
+  executor_->setScalar("lr", backend::Scalar::real(lr));
+  executor_->setScalar(
+      "seed", backend::Scalar::integer(static_cast<int64_t>(config_.seed)));
+  executor_->setScalar("grad_scale",
+                       backend::Scalar::real(1.0 / static_cast<double>(micro)));
+  std::vector<data::Batch> batches(static_cast<size_t>(micro));
+  StepOutcome outcome;
+  std::string where = "step " + std::to_string(step) + ": ";
+  for (int64_t i = 0; i < micro; ++i) {
+    data::Batch &batch = batches[static_cast<size_t>(i)];
+    io::Expected<bool> got = train_.nextBatch(batch);
+    if (!got)
+      return got.error();
+    if (!*got)
+      return io::Error(where + "the training data ran out");
+    if (io::Status s = uploadBatch(batch); !s)
+      return s.error();
+    executor_->setScalar("micro_batch", backend::Scalar::integer(i));
+    io::Status ran = io::success();
+    if (measure && i == 0) {
+      QuantizationMeter meter(backend_, *executor_, config_.seed, step,
+                              config_.sqnrSampleElements);
+      ran =
+          executor_->runObserving(0, schedule.gradientsEnd(), [&](int launch) {
+            return meter.observe(launch);
+          });
+      outcome.sqnrDecibels = meter.decibels();
+    } else {
+      ran = executor_->run(0, schedule.gradientsEnd());
+    }
+    if (!ran)
+      return io::Error(where + ran.error().message());
+    io::Expected<std::vector<float>> loss = read("loss");
+    if (!loss)
+      return loss.error();
+    if (!std::isfinite((*loss)[0])) {
+      batches.resize(static_cast<size_t>(i + 1));
+      return locateNonFinite(where + "loss " + std::to_string((*loss)[0]),
+                             batches);
+    }
+    outcome.loss += (*loss)[0];
+  }
+  outcome.loss /= static_cast<double>(micro);
+  if (io::Status ran =
+          executor_->run(schedule.gradientsEnd(), schedule.updateBegin());
+      !ran)
+    return io::Error(where + ran.error().message());
+  io::Expected<std::vector<float>> norm = read("grad_norm");
+  if (!norm)
+    return norm.error();
+  outcome.gradNorm = (*norm)[0];
+  if (!std::isfinite(outcome.gradNorm))
+    return locateNonFinite(where + "loss " + std::to_string(outcome.loss) +
+                               ", gradient norm " +
+                               std::to_string(outcome.gradNorm),
+                           batches);
+  if (io::Status ran = executor_->run(
+          schedule.updateBegin(), static_cast<int>(schedule.launches.size()));
+      !ran)
+    return io::Error(where + ran.error().message());
+  if (io::Status done = backend_.synchronize(); !done)
+    return done.error();
+  return outcome;
 }
 
 io::Status Trainer::saveCheckpoint() {
@@ -289,70 +358,29 @@ io::Expected<TrainingSummary> Trainer::train() {
   TrainingSummary summary;
   summary.firstStep = step_ + 1;
   auto start = std::chrono::steady_clock::now();
-  int64_t tokensPerStep = train_.options().batchSize * train_.options().seqLen;
-  data::Batch batch;
+  int64_t tokensPerStep = train_.options().batchSize * train_.options().seqLen *
+                          config_.microBatches;
   int64_t last = config_.stopAfter > 0
                      ? std::min(config_.stopAfter, config_.steps)
                      : config_.steps;
   while (step_ < last) {
     int64_t step = step_ + 1;
-    io::Expected<bool> got = train_.nextBatch(batch);
-    if (!got)
-      return got.error();
-    if (!*got)
-      return io::Error("step " + std::to_string(step) +
-                       ": the training data ran out");
-    if (io::Status s =
-            upload("tokens", batch.tokens.data(), batch.tokens.size() * 4);
-        !s)
-      return s.error();
-    if (io::Status s =
-            upload("targets", batch.targets.data(), batch.targets.size() * 4);
-        !s)
-      return s.error();
-    std::vector<std::vector<float>> before;
-    if (config_.guardNonFinite) {
-      io::Expected<std::vector<std::vector<float>>> saved = snapshot();
-      if (!saved)
-        return saved.error();
-      before = std::move(*saved);
-    }
     double lr = config_.lr.at(step);
-    executor_->setScalar("step", backend::Scalar::integer(step));
-    executor_->setScalar("lr", backend::Scalar::real(lr));
-    executor_->setScalar(
-        "seed", backend::Scalar::integer(static_cast<int64_t>(config_.seed)));
-    if (io::Status ran = executor_->run(); !ran)
-      return io::Error("step " + std::to_string(step) + ": " +
-                       ran.error().message());
-    if (io::Status done = backend_.synchronize(); !done)
-      return done.error();
-    io::Expected<std::vector<float>> loss = read("loss");
-    io::Expected<std::vector<float>> norm = read("grad_norm");
-    if (!loss || !norm)
-      return loss ? norm.error() : loss.error();
-    if (!std::isfinite((*loss)[0]) || !std::isfinite((*norm)[0])) {
-      std::string what = "step " + std::to_string(step) + ": loss " +
-                         std::to_string((*loss)[0]) + ", gradient norm " +
-                         std::to_string((*norm)[0]);
-      if (!config_.guardNonFinite)
-        return io::Error(what);
-      if (io::Status undone = restore(before); !undone)
-        return undone.error();
-      io::Status checked = executor_->runCheckingFinite();
-      return io::Error(what + (checked ? std::string(" (not reproduced)")
-                                       : "; first non-finite value: " +
-                                             checked.error().message()));
-    }
+    bool measure = config_.sqnrInterval > 0 &&
+                   (step % config_.sqnrInterval == 0 || step == 1);
+    io::Expected<StepOutcome> outcome = runStep(step, lr, measure);
+    if (!outcome)
+      return outcome.error();
     step_ = step;
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
     StepRecord record;
     record.step = step;
-    record.loss = (*loss)[0];
+    record.loss = outcome->loss;
     record.lr = lr;
-    record.gradNorm = (*norm)[0];
+    record.gradNorm = outcome->gradNorm;
+    record.sqnrDecibels = std::move(outcome->sqnrDecibels);
     record.elapsedSeconds = seconds;
     record.tokensPerSecond =
         seconds > 0 ? tokensPerStep * (step - summary.firstStep + 1) / seconds
@@ -366,8 +394,9 @@ io::Expected<TrainingSummary> Trainer::train() {
       record.evalLoss = *evalLoss;
       summary.evalLoss = *evalLoss;
     }
-    if (metrics && (step % std::max<int64_t>(1, config_.logInterval) == 0 ||
-                    step == last || record.evalLoss))
+    if (metrics &&
+        (step % std::max<int64_t>(1, config_.logInterval) == 0 ||
+         step == last || record.evalLoss || !record.sqnrDecibels.empty()))
       if (io::Status written = metrics->write(record); !written)
         return written.error();
     if (!config_.quiet)

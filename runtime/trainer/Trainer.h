@@ -5,10 +5,13 @@
 // schedule, metrics and the progress line, periodic checkpoints, and resume
 // with a bit-identical continuation. No compiler inside.
 //
-// A NaN or Inf loss or gradient norm stops the run: the step is undone from
-// a snapshot taken before it and re-run checking every launch's outputs, so
-// the error names the first launch that produced a non-finite value — the
-// linear and GEMM role ("layers.3.mlp.down.wgrad") and its source location.
+// A step runs the schedule's phases: the gradient part once per micro-batch
+// (summing gradients when the step accumulates), then the global norm, then
+// clipping and AdamW. The loss and the norm are checked before the update,
+// so a NaN or Inf stops the run with the parameters untouched: the micro-
+// batch is re-run checking every launch's outputs, and the error names the
+// first launch that produced a non-finite value — the linear and GEMM role
+// ("layers.3.mlp.down.wgrad") and its source location.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +24,7 @@
 #include "runtime/trainer/LearningRate.h"
 #include "runtime/trainer/Metrics.h"
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,13 +46,19 @@ struct TrainerConfig {
   std::string run, model, policy;
   std::vector<ParameterSpec> parameters;
   int64_t steps = 0; ///< Total steps of the run (a resumed run continues).
+  /// Micro-batches per step, their gradients summed (the compiled step must
+  /// accumulate gradients when this is above 1).
+  int64_t microBatches = 1;
   int64_t logInterval = 1;
   LearningRateSchedule lr;
   uint64_t seed = 0;
   std::string metricsPath;   ///< Empty: no metrics file.
   std::string checkpointDir; ///< Empty: no checkpoints.
   int64_t checkpointInterval = 0;
-  bool guardNonFinite = true;
+  /// Measure the quantizers' SQNR every this many steps (0: never), on
+  /// about `sqnrSampleElements` elements of each GEMM operand.
+  int64_t sqnrInterval = 0;
+  int64_t sqnrSampleElements = 16384;
   /// Stop after this step (0: run to `steps`), as an interruption would; the
   /// learning-rate schedule still spans `steps`.
   int64_t stopAfter = 0;
@@ -86,8 +96,8 @@ public:
   io::Expected<TrainingSummary> train();
   /// Evaluation data: every `evalInterval` steps (and at the end) the mean
   /// loss over `evalBatches` batches of it, from its start. The loss is the
-  /// step's own forward — the same quantized GEMMs as training — computed
-  /// by the step with a learning rate of 0, the optimizer state restored.
+  /// step's own forward — the same quantized GEMMs as training — run alone
+  /// (the schedule's forward phase): nothing is updated.
   void setEvaluation(data::Packer eval) { eval_.emplace(std::move(eval)); }
   io::Expected<double> evaluate();
 
@@ -99,12 +109,18 @@ private:
   Trainer(backend::Backend &backend, TrainerConfig config, data::Packer train)
       : backend_(backend), config_(std::move(config)),
         train_(std::move(train)) {}
+  struct StepOutcome {
+    double loss = 0, gradNorm = 0;
+    std::map<std::string, double> sqnrDecibels;
+  };
+  /// One optimizer step over config.microBatches micro-batches.
+  io::Expected<StepOutcome> runStep(int64_t step, double lr, bool measure);
+  /// Re-runs the gradient part of the step's micro-batches from the first,
+  /// checking every launch, to name where a non-finite value appeared.
+  io::Error locateNonFinite(const std::string &what,
+                            const std::vector<data::Batch> &batches);
   io::Status upload(const std::string &name, const void *data, size_t bytes);
   io::Status saveCheckpoint();
-  /// Every parameter and moment, for undoing a step.
-  io::Expected<std::vector<std::vector<float>>> snapshot();
-  io::Status restore(const std::vector<std::vector<float>> &state);
-  std::vector<std::string> stateBuffers() const;
   io::Status uploadBatch(const data::Batch &batch);
 
   backend::Backend &backend_;

@@ -124,3 +124,13 @@ func.func @accumulator(%x: tensor<64x128xf32>, %w: tensor<96x128xf32>) -> tensor
   %y = tetra.matmul %x, %w transpose_rhs policy #acc role fprop : tensor<64x128xf32>, tensor<96x128xf32> -> tensor<64x96xf32>
   return %y : tensor<64x96xf32>
 }
+
+// -----
+
+#bf16_sr = #tetra.policy<fprop = {lhs = bf16 round stochastic, rhs = mxfp4}, dgrad = mxfp4, wgrad = mxfp4>
+
+func.func @bf16_stochastic(%x: tensor<64x128xf32>, %w: tensor<96x128xf32>, %seed: i64, %step: i64) -> tensor<64x96xf32> {
+  // expected-error @+1 {{'tetra.matmul' op rounds an operand to bf16 stochastically: no kernel implements that yet}}
+  %y = tetra.matmul %x, %w transpose_rhs random(%seed, %step) policy #bf16_sr role fprop : tensor<64x128xf32>, tensor<96x128xf32> -> tensor<64x96xf32>
+  return %y : tensor<64x96xf32>
+}

@@ -123,9 +123,6 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   if (run->target != "cpu")
     return fail("target '" + run->target +
                 "': this build trains on the CPU only so far");
-  if (run->accumulation != 1)
-    return fail("accumulation = " + std::to_string(run->accumulation) +
-                ": gradient accumulation is not supported yet");
   std::optional<frontend::ModelGraph> model =
       frontend::loadModel(diags, run->modelPath);
   if (!model)
@@ -136,10 +133,11 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
       frontend::loadPolicy(diags, run->policyPath, model->linearNames());
   if (!policy)
     return 1;
-  int64_t tokensPerStep = run->seqLen * run->microBatch;
+  int64_t tokensPerMicroBatch = run->seqLen * run->microBatch;
+  int64_t tokensPerStep = tokensPerMicroBatch * run->accumulation;
   if (!frontend::checkReductionSizes(
-          diags, *model, *policy, tokensPerStep,
-          "seq_len * micro_batch = " + std::to_string(tokensPerStep) +
+          diags, *model, *policy, tokensPerMicroBatch,
+          "seq_len * micro_batch = " + std::to_string(tokensPerMicroBatch) +
               " tokens",
           "run '" + run->name + "': "))
     return 1;
@@ -226,6 +224,7 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   options.eps = run->eps;
   options.weightDecay = run->weightDecay;
   options.clip = run->clip;
+  options.schedule.accumulateGradients = run->accumulation > 1;
   mlir::FailureOr<CompiledStep> compiled =
       compileTrainingStep(context, sourceMgr, *model, &*policy, options);
   if (mlir::failed(compiled))
@@ -279,6 +278,9 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
     config.parameters.push_back(p);
   }
   config.steps = steps;
+  config.microBatches = run->accumulation;
+  config.sqnrInterval =
+      run->sqnrInterval < 0 ? run->logInterval : run->sqnrInterval;
   config.logInterval = run->logInterval;
   config.seed = run->seed;
   config.lr.lr = run->lr;

@@ -47,6 +47,29 @@ TEST(OptimizerTest, ClipScalesOnlyAboveTheMaximum) {
   EXPECT_DOUBLE_EQ(clipFactor(5.0, 1.0), reference::clipFactor(5.0, 1.0));
 }
 
+TEST(OptimizerTest, AccumulateGradientOverwritesThenAdds) {
+  std::vector<float> sum(70001, 123.0f); // stale values from an earlier step
+  const std::vector<float> g0 = randomFloats(sum.size(), 3, -2.0f, 2.0f);
+  const std::vector<float> g1 = randomFloats(sum.size(), 4, -2.0f, 2.0f);
+  const std::vector<float> g2 = randomFloats(sum.size(), 5, -2.0f, 2.0f);
+  const float scale = 1.0f / 3.0f;
+  accumulateGradient(testPool(), sum.data(), g0.data(), sum.size(), scale,
+                     /*first=*/true);
+  for (size_t i = 0; i < sum.size(); ++i)
+    ASSERT_EQ(sum[i], scale * g0[i]) << i;
+  accumulateGradient(testPool(), sum.data(), g1.data(), sum.size(), scale,
+                     /*first=*/false);
+  accumulateGradient(testPool(), sum.data(), g2.data(), sum.size(), scale,
+                     /*first=*/false);
+  for (size_t i = 0; i < sum.size(); ++i) {
+    // In this order, one fp32 rounding per product and per sum.
+    float expected = scale * g0[i];
+    expected = expected + scale * g1[i];
+    expected = expected + scale * g2[i];
+    ASSERT_EQ(sum[i], expected) << i;
+  }
+}
+
 TEST(OptimizerTest, ClipRejectsNonFiniteNorms) {
   std::vector<float> a = {1.0f};
   std::vector<float *> tensors = {a.data()};

@@ -62,6 +62,8 @@ const char *const kSignatures[] = {
     "global_norm(out f32 norm, in f32 tensor...; i64 count...)",
     "clip_by_global_norm(in f32 norm, inout f32 tensor...; f64 max_norm, i64 "
     "count...)",
+    "accumulate_gradient(inout f32 sum, in f32 grad; i64 count, f64 scale, "
+    "i64 micro_batch)",
     "adamw(inout f32 param, in f32 grad, inout f32 m, inout f32 v; i64 count, "
     "f64 lr, f64 beta1, f64 beta2, f64 eps, f64 weight_decay, i64 step)",
 };
@@ -105,6 +107,7 @@ std::map<std::string, Case> validCases() {
       {"matmul", {{12, 20, 15}, {I(3), I(5), I(4), I(0), I(1), I(1)}}},
       {"global_norm", {{1, 10, 7}, {I(10), I(7)}}},
       {"clip_by_global_norm", {{1, 10, 7}, {F(1.0), I(10), I(7)}}},
+      {"accumulate_gradient", {{10, 10}, {I(10), F(0.5), I(1)}}},
       {"adamw",
        {{10, 10, 10, 10},
         {I(10), F(1e-3), F(0.9), F(0.999), F(1e-8), F(0.1), I(1)}}},

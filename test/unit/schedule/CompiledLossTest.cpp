@@ -404,6 +404,157 @@ TEST_F(TinyLlama, CompiledTrainStepGradientsAndUpdate) {
   }
 }
 
+/// Gradient accumulation: the step compiled with accumulateGradients, its
+/// phases run as the trainer runs them. Two micro-batches with grad_scale
+/// 1/2 sum into "grad.<param>" exactly as 1/2 gA + 1/2 gB (gA, gB each
+/// micro-batch's own gradient, from the same schedule), which is the
+/// gradient of the mean of the two losses: checked against finite
+/// differences of the fp64 reference. The forward phase alone gives the
+/// loss, and leaves the parameters alone.
+TEST_F(TinyLlama, AccumulatedGradientsAreTheMeanOverMicroBatches) {
+  ScheduleOptions options;
+  options.accumulateGradients = true;
+  schedule::Schedule plan =
+      compile("train_step", "tetra-training-step{clip=0}", options);
+  ASSERT_TRUE(plan.accumulatesGradients());
+  const int forwardEnd = plan.forwardEnd(), gradientsEnd = plan.gradientsEnd(),
+            updateBegin = plan.updateBegin(),
+            end = static_cast<int>(plan.launches.size());
+  EXPECT_LT(0, forwardEnd);
+  EXPECT_LT(forwardEnd, gradientsEnd);
+  EXPECT_LT(gradientsEnd, updateBegin);
+  EXPECT_LT(updateBegin, end);
+  EXPECT_EQ(plan.launches[gradientsEnd].kernel, "global_norm");
+  EXPECT_EQ(plan.launches[gradientsEnd - 1].kernel, "accumulate_gradient");
+  // Round trip through JSON keeps the phases.
+  io::Expected<schedule::Schedule> reread =
+      schedule::fromJson(schedule::toJson(plan));
+  ASSERT_TRUE(static_cast<bool>(reread)) << reread.error().message();
+  EXPECT_EQ(reread->gradientsEnd(), gradientsEnd);
+  EXPECT_EQ(reread->forwardEnd(), forwardEnd);
+
+  auto step = schedule::StepExecutor::create(cpu, plan, {library});
+  ASSERT_TRUE(static_cast<bool>(step)) << step.error().message();
+  std::map<std::string, backend::Buffer> moments;
+  for (auto &[name, values] : weights) {
+    upload(**step, name, values.data(), values.size() * 4);
+    std::vector<float> zeros(values.size(), 0.0f);
+    for (const char *prefix : {"m.", "v."})
+      moments[prefix + name] =
+          upload(**step, prefix + name, zeros.data(), zeros.size() * 4);
+    std::vector<float> stale(values.size(), 1e30f); // must be overwritten
+    upload(**step, "grad." + name, stale.data(), stale.size() * 4);
+  }
+  backend::Buffer tokenBuffer =
+      upload(**step, "tokens", tokens.data(), tokens.size() * 4);
+  backend::Buffer targetBuffer =
+      upload(**step, "targets", targets.data(), targets.size() * 4);
+  float zero = 0;
+  upload(**step, "loss", &zero, 4);
+  upload(**step, "grad_norm", &zero, 4);
+  (*step)->setScalar("step", backend::Scalar::integer(1));
+  (*step)->setScalar("lr", backend::Scalar::real(0.0));
+
+  // A second micro-batch.
+  std::mt19937 random(11);
+  std::vector<int32_t> tokensB(tokens.size()), targetsB(targets.size());
+  for (size_t i = 0; i < tokensB.size(); ++i) {
+    tokensB[i] = int32_t(random() % reference.vocab);
+    targetsB[i] = int32_t(random() % reference.vocab);
+  }
+  auto useBatch = [&](const std::vector<int32_t> &t,
+                      const std::vector<int32_t> &y) {
+    ASSERT_TRUE(static_cast<bool>(
+        cpu.copyToDevice(tokenBuffer, t.data(), t.size() * 4)));
+    ASSERT_TRUE(static_cast<bool>(
+        cpu.copyToDevice(targetBuffer, y.data(), y.size() * 4)));
+  };
+  auto gradients = [&]() {
+    std::map<std::string, std::vector<float>> result;
+    for (auto &[name, values] : weights)
+      result[name] = download(**step, "grad." + name, values.size());
+    return result;
+  };
+  auto runGradients = [&](int64_t microBatch, double scale) {
+    (*step)->setScalar("micro_batch", backend::Scalar::integer(microBatch));
+    (*step)->setScalar("grad_scale", backend::Scalar::real(scale));
+    io::Status ran = (*step)->run(0, gradientsEnd);
+    ASSERT_TRUE(static_cast<bool>(ran)) << ran.error().message();
+    ASSERT_TRUE(static_cast<bool>(cpu.synchronize()));
+  };
+
+  // The forward phase alone: the reference loss.
+  ASSERT_TRUE(static_cast<bool>((*step)->run(0, forwardEnd)));
+  ASSERT_TRUE(static_cast<bool>(cpu.synchronize()));
+  double lossA = reference.loss(tokens, targets, batch, seq);
+  EXPECT_NEAR(download(**step, "loss", 1)[0], lossA, 2e-6 * lossA);
+
+  runGradients(0, 1.0);
+  std::map<std::string, std::vector<float>> gA = gradients();
+  useBatch(tokensB, targetsB);
+  runGradients(0, 1.0);
+  std::map<std::string, std::vector<float>> gB = gradients();
+  double lossB = reference.loss(tokensB, targetsB, batch, seq);
+  EXPECT_NEAR(download(**step, "loss", 1)[0], lossB, 2e-6 * lossB);
+
+  useBatch(tokens, targets);
+  runGradients(0, 0.5);
+  useBatch(tokensB, targetsB);
+  runGradients(1, 0.5);
+  std::map<std::string, std::vector<float>> sum = gradients();
+  for (auto &[name, values] : weights)
+    for (size_t i = 0; i < values.size(); ++i)
+      ASSERT_EQ(sum[name][i], 0.5f * gA[name][i] + 0.5f * gB[name][i])
+          << name << "[" << i << "]";
+
+  // The gradient of the mean loss, by finite differences.
+  std::mt19937 pick(5);
+  for (auto &[name, values] : weights) {
+    size_t i = pick() % values.size();
+    Tensor &entry = reference.p[name];
+    double saved = entry[i], h = 1e-5;
+    auto meanLoss = [&]() {
+      return 0.5 * (reference.loss(tokens, targets, batch, seq) +
+                    reference.loss(tokensB, targetsB, batch, seq));
+    };
+    entry[i] = saved + h;
+    double up = meanLoss();
+    entry[i] = saved - h;
+    double down = meanLoss();
+    entry[i] = saved;
+    double difference = (up - down) / (2 * h);
+    EXPECT_NEAR(sum[name][i], difference, 2e-3 * std::abs(difference) + 2e-5)
+        << name << "[" << i << "]";
+  }
+
+  // Norm, then the update with lr > 0: AdamW's first step on the summed
+  // gradient, and the gradients untouched (no clipping).
+  ASSERT_TRUE(static_cast<bool>((*step)->run(gradientsEnd, updateBegin)));
+  ASSERT_TRUE(static_cast<bool>(cpu.synchronize()));
+  double sumSquares = 0;
+  for (auto &[name, values] : sum)
+    for (float g : values)
+      sumSquares += double(g) * g;
+  EXPECT_NEAR(download(**step, "grad_norm", 1)[0], std::sqrt(sumSquares),
+              1e-4 * std::sqrt(sumSquares));
+  const double lr = 1e-2;
+  (*step)->setScalar("lr", backend::Scalar::real(lr));
+  ASSERT_TRUE(static_cast<bool>((*step)->run(updateBegin, end)));
+  ASSERT_TRUE(static_cast<bool>(cpu.synchronize()));
+  for (const frontend::Parameter &parameter : model->parameters) {
+    const std::vector<float> &before = weights[parameter.name];
+    std::vector<float> after = download(**step, parameter.name, before.size());
+    double wd = parameter.shape.size() >= 2 ? 0.1 : 0.0;
+    for (size_t i = 0; i < before.size(); i += 97) {
+      double g = sum[parameter.name][i];
+      double expected =
+          before[i] - lr * (g / (std::abs(g) + 1e-8) + wd * before[i]);
+      EXPECT_NEAR(after[i], expected, 1e-6)
+          << parameter.name << "[" << i << "]";
+    }
+  }
+}
+
 /// The study's fix (MXFP4 in all three GEMMs of every block linear, a
 /// Hadamard rotation in Wgrad, lm_head in BF16) compiled for the CPU: the
 /// quantized GEMMs run as JIT-compiled kernels beside the library ones. Its

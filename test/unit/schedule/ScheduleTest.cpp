@@ -106,6 +106,22 @@ TEST(ScheduleJson, RoundTrip) {
       "scale.forward", {0, 1}, {Scalar::integer(8), Scalar::real(0.1)},
       "layers.0.attn.wq wgrad"));
   schedule.launches.back().boundScalars = {{1, "lr"}};
+  GemmLaunch gemm;
+  gemm.linear = "layers.0.attn.wq";
+  gemm.role = "wgrad";
+  QuantizedOperand dy;
+  dy.name = "dy";
+  dy.argument = 1;
+  dy.shape = {2, 4};
+  dy.axis = 0;
+  dy.quantization.format = *numerics::blockFormatPreset("nvfp4");
+  dy.quantization.format.rounding = numerics::Rounding::Stochastic;
+  dy.quantization.rotation = {numerics::RotationKind::RandomHadamard, 16,
+                              numerics::SignSchedule::PerStep, 1234567};
+  dy.tensorId = 0xDEADBEEF;
+  gemm.operands.push_back(dy);
+  schedule.launches.back().gemm = gemm;
+  schedule.phases = {1, 2, 3};
   planMemory(schedule);
   io::Expected<Schedule> back = fromJson(toJson(schedule));
   ASSERT_TRUE(static_cast<bool>(back)) << back.error().message();
@@ -115,6 +131,29 @@ TEST(ScheduleJson, RoundTrip) {
   EXPECT_EQ(back->launches.back().origin, "layers.0.attn.wq wgrad");
   ASSERT_EQ(back->launches.back().boundScalars.size(), 1u);
   EXPECT_EQ(back->launches.back().boundScalars[0].second, "lr");
+  EXPECT_EQ(back->gradientsEnd(), 2);
+  ASSERT_TRUE(back->launches.back().gemm.has_value());
+  const QuantizedOperand &read = back->launches.back().gemm->operands.at(0);
+  EXPECT_EQ(read.quantization.format.element, numerics::ElementFormat::E2M1);
+  EXPECT_EQ(read.quantization.format.scaling.scaleFormat,
+            numerics::ScaleFormat::E4M3);
+  EXPECT_EQ(read.quantization.format.scaling.blockSize, 16);
+  EXPECT_EQ(read.quantization.format.rounding, numerics::Rounding::Stochastic);
+  EXPECT_EQ(read.quantization.rotation.kind,
+            numerics::RotationKind::RandomHadamard);
+  EXPECT_EQ(read.quantization.rotation.seed, 1234567u);
+  EXPECT_EQ(read.tensorId, 0xDEADBEEFu);
+  EXPECT_EQ(read.shape, (std::vector<int64_t>{2, 4}));
+
+  // A GEMM operand that does not fit its buffer, and phases out of order.
+  Schedule bad = schedule;
+  bad.launches.back().gemm->operands[0].shape = {3, 4};
+  EXPECT_NE(validate(bad).error().message().find(
+                "gemm operand 'dy': shape does not match its buffer"),
+            std::string::npos);
+  bad = schedule;
+  bad.phases = {2, 1, 3};
+  EXPECT_FALSE(static_cast<bool>(validate(bad)));
 }
 
 TEST(ScheduleJson, MalformedIsAnError) {

@@ -1,0 +1,42 @@
+//===- QuantizationMeter.cpp - Sampled SQNR of every quantized GEMM operand
+//===//
+
+#include "runtime/trainer/QuantizationMeter.h"
+
+using namespace tetra;
+using namespace tetra::trainer;
+
+io::Status QuantizationMeter::observe(int launch) {
+  const schedule::Launch &desc = executor_.schedule().launches[launch];
+  if (!desc.gemm)
+    return io::success();
+  for (const schedule::QuantizedOperand &operand : desc.gemm->operands) {
+    int64_t elements = 1;
+    for (int64_t size : operand.shape)
+      elements *= size;
+    host_.resize(static_cast<size_t>(elements));
+    backend::Buffer buffer = executor_.argument(launch, operand.argument);
+    if (io::Status copied = backend_.copyToHost(host_.data(), buffer,
+                                                host_.size() * sizeof(float));
+        !copied)
+      return copied;
+    if (io::Status done = backend_.synchronize(); !done)
+      return done;
+    int64_t stride =
+        numerics::fiberStrideFor(operand.shape, operand.axis, sampleElements_);
+    numerics::RandomStream stream{seed_, static_cast<uint32_t>(step_),
+                                  operand.tensorId};
+    energies_[desc.gemm->role + "." + operand.name].add(
+        numerics::quantizationError(host_.data(), operand.shape, operand.axis,
+                                    operand.quantization, stream, stride));
+  }
+  return io::success();
+}
+
+std::map<std::string, double> QuantizationMeter::decibels() const {
+  std::map<std::string, double> result;
+  for (const auto &[key, energy] : energies_)
+    if (std::optional<double> db = energy.sqnrDecibels())
+      result[key] = *db;
+  return result;
+}

@@ -1,0 +1,58 @@
+//===- QuantizationMeter.h - Sampled SQNR of every quantized GEMM operand -===//
+//
+// Measures, while the gradient part of a step runs, the quantization error of
+// every operand a compiled GEMM kernel rotates and quantizes (the schedule's
+// Launch::gemm says which, and how): right after the kernel's launch, while
+// its operands are still in place, each operand is copied to the host and
+// numerics::quantizationError() measures the quantizer on a sample of its
+// fibers — exactly the codes the kernel used (same stochastic-rounding bits
+// and rotation signs, from the run's seed and the step). The energies are
+// pooled over all linears per GEMM role and operand: "fprop.x", "fprop.w",
+// "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x".
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TETRA_RUNTIME_TRAINER_QUANTIZATIONMETER_H
+#define TETRA_RUNTIME_TRAINER_QUANTIZATIONMETER_H
+
+#include "runtime/numerics/QuantizationError.h"
+#include "runtime/schedule/Executor.h"
+
+#include <map>
+#include <string>
+
+namespace tetra::trainer {
+
+class QuantizationMeter {
+public:
+  /// `sampleElements`: about how many elements of each operand to measure.
+  QuantizationMeter(backend::Backend &backend,
+                    const schedule::StepExecutor &executor, uint64_t seed,
+                    int64_t step, int64_t sampleElements)
+      : backend_(backend), executor_(executor), seed_(seed), step_(step),
+        sampleElements_(sampleElements) {}
+
+  /// Measures launch `launch`'s quantized operands, if it is a GEMM kernel
+  /// (StepExecutor::runObserving calls it after every launch).
+  io::Status observe(int launch);
+
+  /// The pooled energies per "role.operand".
+  const std::map<std::string, numerics::ErrorEnergy> &energies() const {
+    return energies_;
+  }
+  /// SQNR in dB per "role.operand"; lossless operands have none.
+  std::map<std::string, double> decibels() const;
+
+private:
+  backend::Backend &backend_;
+  const schedule::StepExecutor &executor_;
+  uint64_t seed_;
+  int64_t step_;
+  int64_t sampleElements_;
+  std::map<std::string, numerics::ErrorEnergy> energies_;
+  std::vector<float> host_;
+};
+
+} // namespace tetra::trainer
+
+#endif // TETRA_RUNTIME_TRAINER_QUANTIZATIONMETER_H
