@@ -903,38 +903,71 @@ LogicalResult KernelLowering::lowerScaledMatmul(ScaledMatmulOp op) {
   Value k = lhsSizes[transposeLhs ? 0 : 1];
   Value n = rhsSizes[transposeRhs ? 0 : 1];
   Buffer result = bufferFor(op.getResult(), {m, n});
+  Value zero = e.cIndex(0);
+
+  // The right operand as [K, N], so that the innermost loop runs along a
+  // row of the result and a row of it: contiguous, and vectorizable.
+  if (transposeRhs) {
+    Buffer rows = allocate(
+        RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                              e.f32()),
+        {k, n});
+    e.loop(zero, n, [&](Value column) {
+      e.loop(zero, k, [&](Value kk) {
+        Value value = memref::LoadOp::create(
+            b, rhs.flat, e.addIndex(e.mulIndex(column, k), kk));
+        memref::StoreOp::create(b, value, rows.flat,
+                                e.addIndex(e.mulIndex(kk, n), column));
+      });
+    });
+    rhs = rows;
+  }
 
   // Chunks of G along K; without a block-scaled operand, one chunk of K
-  // (no division, so K = 0 is fine too).
+  // (no division, so K = 0 is fine too). Every result element is
+  //   sum = (((0 + partial_0) + partial_1) + ...),
+  //   partial_c = (((0 + a_0 b_0) + a_1 b_1) + ...) over chunk c in order,
+  // in fp32: the loops below run over whole rows of the result at once but
+  // keep, for each element, exactly that sequence of operations.
   int64_t chunkSize = op.getAccumulationChunk();
   const bool oneChunk = ShapedType::isDynamic(chunkSize);
   Value chunk = oneChunk ? k : e.cIndex(chunkSize);
   Value chunks = oneChunk ? e.cIndex(1) : e.divIndex(k, chunkSize);
-  Value zero = e.cIndex(0);
-  e.loop(zero, m, [&](Value row) {
+  Buffer partial = allocate(
+      RankedTensorType::get({ShapedType::kDynamic}, e.f32()), {n});
+  auto fillRow = [&](Value memref, Value base) {
     e.loop(zero, n, [&](Value column) {
-      Value sum = e.loop(
-          zero, chunks, ValueRange{e.cF32(0.0f)},
-          [&](Value c, ValueRange accumulator) -> SmallVector<Value> {
-            Value first = e.mulIndex(c, chunk);
-            Value partial = e.loop(
-                zero, chunk, ValueRange{e.cF32(0.0f)},
-                [&](Value offset, ValueRange carried) -> SmallVector<Value> {
-                  Value kk = e.addIndex(first, offset);
-                  Value a = memref::LoadOp::create(
-                      b, lhs.flat,
-                      transposeLhs ? e.addIndex(e.mulIndex(kk, m), row)
-                                   : e.addIndex(e.mulIndex(row, k), kk));
-                  Value bValue = memref::LoadOp::create(
-                      b, rhs.flat,
-                      transposeRhs ? e.addIndex(e.mulIndex(column, k), kk)
-                                   : e.addIndex(e.mulIndex(kk, n), column));
-                  return {e.addf(carried[0], e.mulf(a, bValue))};
-                })[0];
-            return {e.addf(accumulator[0], partial)};
-          })[0];
-      memref::StoreOp::create(b, sum, result.flat,
-                              e.addIndex(e.mulIndex(row, n), column));
+      memref::StoreOp::create(b, e.cF32(0.0f), memref,
+                              e.addIndex(base, column));
+    });
+  };
+  e.loop(zero, m, [&](Value row) {
+    Value rowBase = e.mulIndex(row, n);
+    fillRow(result.flat, rowBase);
+    e.loop(zero, chunks, [&](Value c) {
+      fillRow(partial.flat, zero);
+      Value first = e.mulIndex(c, chunk);
+      e.loop(zero, chunk, [&](Value offset) {
+        Value kk = e.addIndex(first, offset);
+        Value a = memref::LoadOp::create(
+            b, lhs.flat,
+            transposeLhs ? e.addIndex(e.mulIndex(kk, m), row)
+                         : e.addIndex(e.mulIndex(row, k), kk));
+        Value rhsBase = e.mulIndex(kk, n);
+        e.loop(zero, n, [&](Value column) {
+          Value bValue = memref::LoadOp::create(
+              b, rhs.flat, e.addIndex(rhsBase, column));
+          Value carried = memref::LoadOp::create(b, partial.flat, column);
+          memref::StoreOp::create(b, e.addf(carried, e.mulf(a, bValue)),
+                                  partial.flat, column);
+        });
+      });
+      e.loop(zero, n, [&](Value column) {
+        Value at = e.addIndex(rowBase, column);
+        Value sum = memref::LoadOp::create(b, result.flat, at);
+        Value add = memref::LoadOp::create(b, partial.flat, column);
+        memref::StoreOp::create(b, e.addf(sum, add), result.flat, at);
+      });
     });
   });
   return success();
