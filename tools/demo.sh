@@ -46,7 +46,16 @@ for step in steps:
 speeds = "".join(("%.0f tok/s" % rows[-1]["tokens_per_s"]).rjust(20)
                  for rows in runs.values())
 print("speed".rjust(6) + speeds)
+print()
+print("Quantization error (SQNR, dB) per GEMM operand at the last measured step:")
+keys = ["fprop.x", "fprop.w", "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x"]
+print("".rjust(20) + "".join(k.rjust(10) for k in keys))
+for name, rows in runs.items():
+    last = [r["sqnr_db"] for r in rows if "sqnr_db" in r][-1]
+    print(name.rjust(20) + "".join(("%.1f" % last[k] if k in last else "f32").rjust(10) for k in keys))
 PY
 "$tetra" plot "$out"/bf16 "$out"/fp4_all_hadamard -o "$out/curves.png" \
   --title "llama_tiny on C4: bf16 vs fp4_all_hadamard"
-echo "The picture: $out/curves.png"
+"$tetra" plot "$out"/bf16 "$out"/fp4_all_hadamard -o "$out/sqnr_wgrad.png" \
+  --metric sqnr_db.wgrad.dy --title "SQNR of Wgrad's output gradient (dB)"
+echo "The pictures: $out/curves.png, $out/sqnr_wgrad.png"

@@ -50,6 +50,21 @@ std::string defaultName(const std::string &path) {
   return dot == std::string::npos ? file : file.substr(0, dot);
 }
 
+/// `metric` in one metrics line: a top-level field ("loss"), or a member of
+/// an object field ("sqnr_db.wgrad.dy": "wgrad.dy" in "sqnr_db").
+const io::JsonValue *findMetric(const io::JsonValue &line,
+                                const std::string &metric) {
+  if (const io::JsonValue *value = line.find(metric))
+    return value;
+  for (size_t dot = metric.find('.'); dot != std::string::npos;
+       dot = metric.find('.', dot + 1))
+    if (const io::JsonValue *object = line.find(metric.substr(0, dot));
+        object && object->isObject())
+      if (const io::JsonValue *value = object->find(metric.substr(dot + 1)))
+        return value;
+  return nullptr;
+}
+
 /// Reads `metric` (and "eval_<metric>") per step from a metrics file; a
 /// "run" field on any line names the series.
 io::Expected<std::vector<plot::Series>> readRun(const std::string &path,
@@ -77,7 +92,7 @@ io::Expected<std::vector<plot::Series>> readRun(const std::string &path,
                        ": no numeric \"step\"");
     if (const io::JsonValue *run = value->find("run"); run && run->isString())
       train.name = run->asString();
-    if (const io::JsonValue *y = value->find(metric); y && y->isNumber())
+    if (const io::JsonValue *y = findMetric(*value, metric); y && y->isNumber())
       train.points.push_back({step->asDouble(), y->asDouble()});
     if (const io::JsonValue *y = value->find("eval_" + metric);
         y && y->isNumber())
@@ -173,7 +188,8 @@ void tetra::driver::printPlotHelp() {
       "OPTIONS\n"
       "  -o, --output OUT.png  the picture (written atomically)\n"
       "  --metric NAME         what to draw (default loss; also lr,\n"
-      "                        grad_norm, ...)\n"
+      "                        grad_norm, sqnr_db.wgrad.dy, ...: a\n"
+      "                        member of an object field by its path)\n"
       "  --title TEXT          the chart's title (default: the metric)\n"
       "  -h, --help            print this help\n");
 }

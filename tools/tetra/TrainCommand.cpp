@@ -83,6 +83,10 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
       return true;
     };
     std::string text;
+    if (arg == "-h" || arg == "--help") {
+      printTrainHelp();
+      return 0;
+    }
     if (arg == "--steps") {
       if (!value(text) || (steps = std::atoll(text.c_str())) <= 0)
         return usageError("--steps takes a positive number");
@@ -346,9 +350,12 @@ void tetra::driver::printTrainHelp() {
       "\n"
       "Compiles the run's training step (model + policy) for its target and\n"
       "trains: a progress line, DIR/metrics.jsonl (one JSON object per\n"
-      "logged step; draw it with 'tetra plot'), and checkpoints in the run's\n"
-      "checkpoint directory (default DIR/checkpoints). A NaN or Inf stops\n"
-      "the run naming the step, the linear and the GEMM role it appeared in.\n"
+      "logged step, with the quantizers' SQNR per GEMM role every\n"
+      "sqnr_interval steps; draw it with 'tetra plot'), and checkpoints in\n"
+      "the run's checkpoint directory (default DIR/checkpoints). A step sums\n"
+      "the gradients of the run's 'accumulation' micro-batches. A NaN or Inf\n"
+      "stops the run before the update, naming the step, the linear and the\n"
+      "GEMM role it appeared in. docs/tools/train.md has the details.\n"
       "\n"
       "OPTIONS\n"
       "  --steps N     train N steps in all (default: the run's steps; the\n"
