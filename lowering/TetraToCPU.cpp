@@ -908,10 +908,10 @@ LogicalResult KernelLowering::lowerScaledMatmul(ScaledMatmulOp op) {
   // The right operand as [K, N], so that the innermost loop runs along a
   // row of the result and a row of it: contiguous, and vectorizable.
   if (transposeRhs) {
-    Buffer rows = allocate(
-        RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
-                              e.f32()),
-        {k, n});
+    Buffer rows =
+        allocate(RankedTensorType::get(
+                     {ShapedType::kDynamic, ShapedType::kDynamic}, e.f32()),
+                 {k, n});
     e.loop(zero, n, [&](Value column) {
       e.loop(zero, k, [&](Value kk) {
         Value value = memref::LoadOp::create(
@@ -933,43 +933,68 @@ LogicalResult KernelLowering::lowerScaledMatmul(ScaledMatmulOp op) {
   const bool oneChunk = ShapedType::isDynamic(chunkSize);
   Value chunk = oneChunk ? k : e.cIndex(chunkSize);
   Value chunks = oneChunk ? e.cIndex(1) : e.divIndex(k, chunkSize);
-  Buffer partial = allocate(
-      RankedTensorType::get({ShapedType::kDynamic}, e.f32()), {n});
-  auto fillRow = [&](Value memref, Value base) {
-    e.loop(zero, n, [&](Value column) {
-      memref::StoreOp::create(b, e.cF32(0.0f), memref,
-                              e.addIndex(base, column));
-    });
-  };
-  e.loop(zero, m, [&](Value row) {
-    Value rowBase = e.mulIndex(row, n);
-    fillRow(result.flat, rowBase);
+  // Rows go in groups of kRows (then one at a time for the rest): each
+  // element of the right operand is loaded once per group.
+  constexpr int64_t kRows = 4;
+  Buffer partial =
+      allocate(RankedTensorType::get({kRows, ShapedType::kDynamic}, e.f32()),
+               {e.cIndex(kRows), n});
+  auto rowsFrom = [&](Value firstRow, int64_t rows) {
+    SmallVector<Value> resultBase, partialBase;
+    for (int64_t r = 0; r < rows; ++r) {
+      resultBase.push_back(e.mulIndex(e.addIndex(firstRow, e.cIndex(r)), n));
+      partialBase.push_back(e.mulIndex(e.cIndex(r), n));
+    }
+    auto fill = [&](Value memref, ArrayRef<Value> bases) {
+      e.loop(zero, n, [&](Value column) {
+        for (Value base : bases)
+          memref::StoreOp::create(b, e.cF32(0.0f), memref,
+                                  e.addIndex(base, column));
+      });
+    };
+    fill(result.flat, resultBase);
     e.loop(zero, chunks, [&](Value c) {
-      fillRow(partial.flat, zero);
+      fill(partial.flat, partialBase);
       Value first = e.mulIndex(c, chunk);
       e.loop(zero, chunk, [&](Value offset) {
         Value kk = e.addIndex(first, offset);
-        Value a = memref::LoadOp::create(
-            b, lhs.flat,
-            transposeLhs ? e.addIndex(e.mulIndex(kk, m), row)
-                         : e.addIndex(e.mulIndex(row, k), kk));
+        SmallVector<Value> a;
+        for (int64_t r = 0; r < rows; ++r) {
+          Value row = e.addIndex(firstRow, e.cIndex(r));
+          a.push_back(memref::LoadOp::create(
+              b, lhs.flat,
+              transposeLhs ? e.addIndex(e.mulIndex(kk, m), row)
+                           : e.addIndex(e.mulIndex(row, k), kk)));
+        }
         Value rhsBase = e.mulIndex(kk, n);
         e.loop(zero, n, [&](Value column) {
-          Value bValue = memref::LoadOp::create(
-              b, rhs.flat, e.addIndex(rhsBase, column));
-          Value carried = memref::LoadOp::create(b, partial.flat, column);
-          memref::StoreOp::create(b, e.addf(carried, e.mulf(a, bValue)),
-                                  partial.flat, column);
+          Value bValue =
+              memref::LoadOp::create(b, rhs.flat, e.addIndex(rhsBase, column));
+          for (int64_t r = 0; r < rows; ++r) {
+            Value at = e.addIndex(partialBase[r], column);
+            Value carried = memref::LoadOp::create(b, partial.flat, at);
+            memref::StoreOp::create(b, e.addf(carried, e.mulf(a[r], bValue)),
+                                    partial.flat, at);
+          }
         });
       });
       e.loop(zero, n, [&](Value column) {
-        Value at = e.addIndex(rowBase, column);
-        Value sum = memref::LoadOp::create(b, result.flat, at);
-        Value add = memref::LoadOp::create(b, partial.flat, column);
-        memref::StoreOp::create(b, e.addf(sum, add), result.flat, at);
+        for (int64_t r = 0; r < rows; ++r) {
+          Value at = e.addIndex(resultBase[r], column);
+          Value sum = memref::LoadOp::create(b, result.flat, at);
+          Value add = memref::LoadOp::create(
+              b, partial.flat, e.addIndex(partialBase[r], column));
+          memref::StoreOp::create(b, e.addf(sum, add), result.flat, at);
+        }
       });
     });
+  };
+  Value groups = e.divIndex(m, kRows);
+  e.loop(zero, groups, [&](Value group) {
+    rowsFrom(e.mulIndex(group, e.cIndex(kRows)), kRows);
   });
+  e.loop(e.mulIndex(groups, e.cIndex(kRows)), m,
+         [&](Value row) { rowsFrom(row, 1); });
   return success();
 }
 

@@ -94,23 +94,38 @@ func.func @host(%x: tensor<8x64xf32>, %seed: i64, %step: i64) -> (tensor<8x64xf4
 // CHECK: memref.store %{{.*}}, %[[TENSOR_SCALE]][] : memref<f32>
 // CHECK: %[[PRODUCT:.*]] = arith.mulf %{{.*}}, %[[SIX]] : f32
 // CHECK: arith.divf %{{.*}}, %[[PRODUCT]] : f32
-// The scaled matmul: dequantize (code x E4M3 scale, then x tensor scale),
-// then chunks of 16 (the NVFP4 block), each summed from 0, added in order.
+// The scaled matmul: dequantize (code x E4M3 scale, then x tensor scale);
+// the transposed right operand copied to [K, N]; then rows in groups of 4,
+// one partial row per row and per chunk of 16 (the NVFP4 block): each
+// partial summed from 0 along the chunk, then added to the result in order.
 // CHECK: %[[VALUES:.*]] = memref.alloc(%[[T]]) : memref<?x32xf32>
 // CHECK: memref.load %[[TENSOR_SCALE]][] : memref<f32>
+// CHECK: %[[RESULT:.*]] = memref.collapse_shape %{{.*}} {{\[\[}}0, 1]] : memref<?x16xf32> into memref<?xf32>
+// CHECK: %[[RHS_KN:.*]] = memref.alloc() : memref<32x16xf32>
+// CHECK: %[[PARTIALS:.*]] = memref.alloc() : memref<4x16xf32>
+// CHECK: %[[PARTIAL:.*]] = memref.collapse_shape %[[PARTIALS]]
 // CHECK: scf.for
-// CHECK: scf.for
-// CHECK: %[[SUM:.*]] = scf.for {{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32) {
-// CHECK: %[[PARTIAL:.*]] = scf.for {{.*}} to %c16 {{.*}} iter_args(%[[P:.*]] = %{{.*}}) -> (f32) {
-// CHECK: %[[AB:.*]] = arith.mulf
-// CHECK: arith.addf %[[P]], %[[AB]] : f32
-// CHECK: arith.addf %[[ACC]], %[[PARTIAL]] : f32
-// CHECK: memref.store %[[SUM]], %{{.*}} : memref<?xf32>
+// CHECK-COUNT-4: memref.store %{{.*}}, %[[RESULT]]
+// CHECK: scf.for %{{.*}} = %c0 to %c2 step %c1 {
+// CHECK-COUNT-4: memref.store %{{.*}}, %[[PARTIAL]]
+// CHECK: scf.for %{{.*}} = %c0 to %c16 step %c1 {
+// CHECK: scf.for %{{.*}} = %c0 to %c16 step %c1 {
+// CHECK: %[[B:.*]] = memref.load
+// CHECK: %[[P:.*]] = memref.load %[[PARTIAL]]
+// CHECK: %[[AB:.*]] = arith.mulf %{{.*}}, %[[B]] : f32
+// CHECK: %[[NEXT:.*]] = arith.addf %[[P]], %[[AB]] : f32
+// CHECK: memref.store %[[NEXT]], %[[PARTIAL]]
+// CHECK: %[[SUM:.*]] = memref.load %[[RESULT]]
+// CHECK: %[[ADD:.*]] = memref.load %[[PARTIAL]]
+// CHECK: %[[TOTAL:.*]] = arith.addf %[[SUM]], %[[ADD]] : f32
+// CHECK: memref.store %[[TOTAL]], %[[RESULT]]
 // CHECK-DAG: memref.dealloc %[[ROTATED]]
 // CHECK-DAG: memref.dealloc %[[CODES]]
 // CHECK-DAG: memref.dealloc %[[SCALES]]
 // CHECK-DAG: memref.dealloc %[[TENSOR_SCALE]]
 // CHECK-DAG: memref.dealloc %[[VALUES]]
+// CHECK-DAG: memref.dealloc %[[RHS_KN]]
+// CHECK-DAG: memref.dealloc %[[PARTIALS]]
 // CHECK: return
 
 // LLVM-LABEL: llvm.func @gemm(
