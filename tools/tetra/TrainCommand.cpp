@@ -71,7 +71,7 @@ int64_t embeddingRows(const frontend::ModelGraph &model) {
 } // namespace
 
 int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
-  std::string runPath, outDir, resumeDir, policyOverride;
+  std::string runPath, outDir, resumeDir, policyOverride, targetOverride;
   int64_t steps = 0, until = 0, checkpointEvery = 0;
   bool quiet = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -96,6 +96,11 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
     } else if (arg == "--checkpoint-every") {
       if (!value(text) || (checkpointEvery = std::atoll(text.c_str())) <= 0)
         return usageError("--checkpoint-every takes a positive number");
+    } else if (arg == "--target") {
+      if (!value(targetOverride) ||
+          (targetOverride != "cpu" && targetOverride != "sm_90a" &&
+           targetOverride != "gfx950"))
+        return usageError("--target takes cpu, sm_90a or gfx950");
     } else if (arg == "--policy") {
       if (!value(policyOverride))
         return usageError("--policy takes a policy file");
@@ -124,6 +129,8 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   std::optional<frontend::RunConfig> run = frontend::loadRun(diags, runPath);
   if (!run)
     return 1;
+  if (!targetOverride.empty())
+    run->target = targetOverride;
   if (run->target != "cpu")
     return fail("target '" + run->target +
                 "': this build trains on the CPU only so far");
@@ -345,8 +352,9 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
 
 void tetra::driver::printTrainHelp() {
   std::printf(
-      "USAGE: tetra train RUN.tetra [--steps N] [--until N] [--policy P]\n"
-      "                   [--out DIR] [--resume DIR] [--checkpoint-every N]\n"
+      "USAGE: tetra train RUN.tetra [--target T] [--steps N] [--until N]\n"
+      "                   [--policy P] [--out DIR] [--resume DIR]\n"
+      "                   [--checkpoint-every N] [--quiet]\n"
       "\n"
       "Compiles the run's training step (model + policy) for its target and\n"
       "trains: a progress line, DIR/metrics.jsonl (one JSON object per\n"
@@ -358,6 +366,8 @@ void tetra::driver::printTrainHelp() {
       "GEMM role it appeared in. docs/tools/train.md has the details.\n"
       "\n"
       "OPTIONS\n"
+      "  --target T    train for target T instead of the run's (cpu;\n"
+      "                sm_90a and gfx950 are not trained by this build)\n"
       "  --steps N     train N steps in all (default: the run's steps; the\n"
       "                learning-rate schedule spans them)\n"
       "  --until N     stop after step N (as an interruption would)\n"
