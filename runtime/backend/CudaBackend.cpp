@@ -1,0 +1,425 @@
+//===- CudaBackend.cpp - NVIDIA GPUs through the CUDA driver API ----------===//
+
+#include "runtime/backend/CudaBackend.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <vector>
+
+using namespace tetra;
+using namespace tetra::backend;
+
+namespace tetra::backend {
+
+/// The driver entry points Tetra uses, declared here (cuda.h is not needed):
+/// handles are pointers, CUdeviceptr is 64 bits, CUresult an int (0 is
+/// CUDA_SUCCESS).
+struct CudaDriver {
+  using Handle = void *;
+  using DevicePtr = unsigned long long;
+
+  void *library = nullptr;
+  int (*cuInit)(unsigned) = nullptr;
+  int (*cuDriverGetVersion)(int *) = nullptr;
+  int (*cuDeviceGetCount)(int *) = nullptr;
+  int (*cuDeviceGet)(int *, int) = nullptr;
+  int (*cuDeviceGetName)(char *, int, int) = nullptr;
+  int (*cuDeviceGetAttribute)(int *, int, int) = nullptr;
+  int (*cuDeviceTotalMem)(size_t *, int) = nullptr;
+  int (*cuDevicePrimaryCtxRetain)(Handle *, int) = nullptr;
+  int (*cuDevicePrimaryCtxRelease)(int) = nullptr;
+  int (*cuCtxSetCurrent)(Handle) = nullptr;
+  int (*cuMemAlloc)(DevicePtr *, size_t) = nullptr;
+  int (*cuMemFree)(DevicePtr) = nullptr;
+  int (*cuMemcpyHtoDAsync)(DevicePtr, const void *, size_t, Handle) = nullptr;
+  int (*cuMemcpyDtoHAsync)(void *, DevicePtr, size_t, Handle) = nullptr;
+  int (*cuMemcpyDtoDAsync)(DevicePtr, DevicePtr, size_t, Handle) = nullptr;
+  int (*cuMemsetD8Async)(DevicePtr, unsigned char, size_t, Handle) = nullptr;
+  int (*cuStreamCreate)(Handle *, unsigned) = nullptr;
+  int (*cuStreamDestroy)(Handle) = nullptr;
+  int (*cuStreamSynchronize)(Handle) = nullptr;
+  int (*cuModuleLoadDataEx)(Handle *, const void *, unsigned, int *,
+                            void **) = nullptr;
+  int (*cuModuleUnload)(Handle) = nullptr;
+  int (*cuModuleGetFunction)(Handle *, Handle, const char *) = nullptr;
+  int (*cuLaunchKernel)(Handle, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, unsigned, unsigned, Handle, void **,
+                        void **) = nullptr;
+  int (*cuGetErrorName)(int, const char **) = nullptr;
+  int (*cuGetErrorString)(int, const char **) = nullptr;
+
+  ~CudaDriver() {
+    if (library)
+      dlclose(library);
+  }
+
+  /// Opens `path` and resolves every entry point; an error naming the
+  /// first one missing.
+  io::Status open(const char *path) {
+    library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!library) {
+      const char *why = dlerror();
+      return io::Error(std::string("cannot load the CUDA driver (") + path +
+                       "): " + (why ? why : "unknown error"));
+    }
+    io::Status status = io::success();
+    auto resolve = [&](auto &slot, const char *name) {
+      if (!status)
+        return;
+      void *symbol = dlsym(library, name);
+      if (!symbol)
+        status = io::Error(std::string("the CUDA driver has no ") + name);
+      else
+        std::memcpy(&slot, &symbol, sizeof(symbol));
+    };
+    resolve(cuInit, "cuInit");
+    resolve(cuDriverGetVersion, "cuDriverGetVersion");
+    resolve(cuDeviceGetCount, "cuDeviceGetCount");
+    resolve(cuDeviceGet, "cuDeviceGet");
+    resolve(cuDeviceGetName, "cuDeviceGetName");
+    resolve(cuDeviceGetAttribute, "cuDeviceGetAttribute");
+    resolve(cuDeviceTotalMem, "cuDeviceTotalMem_v2");
+    resolve(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    resolve(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+    resolve(cuCtxSetCurrent, "cuCtxSetCurrent");
+    resolve(cuMemAlloc, "cuMemAlloc_v2");
+    resolve(cuMemFree, "cuMemFree_v2");
+    resolve(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+    resolve(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+    resolve(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+    resolve(cuMemsetD8Async, "cuMemsetD8Async");
+    resolve(cuStreamCreate, "cuStreamCreate");
+    resolve(cuStreamDestroy, "cuStreamDestroy_v2");
+    resolve(cuStreamSynchronize, "cuStreamSynchronize");
+    resolve(cuModuleLoadDataEx, "cuModuleLoadDataEx");
+    resolve(cuModuleUnload, "cuModuleUnload");
+    resolve(cuModuleGetFunction, "cuModuleGetFunction");
+    resolve(cuLaunchKernel, "cuLaunchKernel");
+    resolve(cuGetErrorName, "cuGetErrorName");
+    resolve(cuGetErrorString, "cuGetErrorString");
+    return status;
+  }
+};
+
+} // namespace tetra::backend
+
+namespace {
+
+// CUdevice_attribute values (cuda.h).
+constexpr int kComputeCapabilityMajor = 75;
+constexpr int kComputeCapabilityMinor = 76;
+// CUjit_option values.
+constexpr int kJitInfoLogBuffer = 3;
+constexpr int kJitInfoLogBufferSize = 4;
+constexpr int kJitErrorLogBuffer = 5;
+constexpr int kJitErrorLogBufferSize = 6;
+
+void *streamHandle(Stream stream) {
+  return reinterpret_cast<void *>(static_cast<uintptr_t>(stream.handle));
+}
+
+} // namespace
+
+io::Error CudaBackend::driverError(const char *call, int result) const {
+  const char *name = nullptr, *text = nullptr;
+  if (driver_ && driver_->cuGetErrorName)
+    driver_->cuGetErrorName(result, &name);
+  if (driver_ && driver_->cuGetErrorString)
+    driver_->cuGetErrorString(result, &text);
+  return io::Error(std::string(call) + ": " +
+                   (name ? name : "CUDA error " + std::to_string(result)) +
+                   (text ? std::string(" (") + text + ")" : std::string()));
+}
+
+io::Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
+  std::unique_ptr<CudaBackend> backend(new CudaBackend());
+  backend->driver_ = std::make_unique<CudaDriver>();
+  CudaDriver &cu = *backend->driver_;
+  if (io::Status opened = cu.open("libcuda.so.1"); !opened)
+    return opened.error();
+  if (int r = cu.cuInit(0))
+    return backend->driverError("cuInit", r);
+  cu.cuDriverGetVersion(&backend->driverVersion_);
+  int count = 0;
+  if (int r = cu.cuDeviceGetCount(&count))
+    return backend->driverError("cuDeviceGetCount", r);
+  if (ordinal < 0 || ordinal >= count)
+    return io::Error("no CUDA device " + std::to_string(ordinal) + " (" +
+                     std::to_string(count) + " found)");
+  if (int r = cu.cuDeviceGet(&backend->device_, ordinal))
+    return backend->driverError("cuDeviceGet", r);
+  char name[256] = {};
+  cu.cuDeviceGetName(name, sizeof(name) - 1, backend->device_);
+  backend->deviceName_ = name;
+  int major = 0, minor = 0;
+  cu.cuDeviceGetAttribute(&major, kComputeCapabilityMajor, backend->device_);
+  cu.cuDeviceGetAttribute(&minor, kComputeCapabilityMinor, backend->device_);
+  backend->computeCapability_ = major * 10 + minor;
+  cu.cuDeviceTotalMem(&backend->totalMemory_, backend->device_);
+  if (int r = cu.cuDevicePrimaryCtxRetain(&backend->context_, backend->device_))
+    return backend->driverError("cuDevicePrimaryCtxRetain", r);
+  if (int r = cu.cuCtxSetCurrent(backend->context_))
+    return backend->driverError("cuCtxSetCurrent", r);
+  return backend;
+}
+
+CudaBackend::~CudaBackend() {
+  if (!driver_ || !context_)
+    return;
+  driver_->cuCtxSetCurrent(context_);
+  for (const auto &[address, bytes] : allocations_)
+    driver_->cuMemFree(address);
+  for (const auto &[module, name] : modules_)
+    driver_->cuModuleUnload(reinterpret_cast<void *>(module));
+  driver_->cuDevicePrimaryCtxRelease(device_);
+}
+
+std::string CudaBackend::description() const {
+  char memory[32];
+  std::snprintf(memory, sizeof(memory), "%.1f GiB",
+                static_cast<double>(totalMemory_) / (1024.0 * 1024 * 1024));
+  return deviceName_ + " (sm_" + std::to_string(computeCapability_) + ", " +
+         memory + ", driver " + std::to_string(driverVersion_ / 1000) + "." +
+         std::to_string(driverVersion_ % 1000 / 10) + ")";
+}
+
+bool CudaBackend::isLive(Buffer buffer) const {
+  if (buffer.empty())
+    return true;
+  auto it = allocations_.upper_bound(buffer.address());
+  if (it == allocations_.begin())
+    return false;
+  --it;
+  return buffer.address() >= it->first &&
+         buffer.address() + buffer.size() <= it->first + it->second;
+}
+
+io::Status CudaBackend::checkLive(Buffer buffer, const char *what) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (isLive(buffer))
+    return io::success();
+  return io::Error(std::string(what) + ": " + std::to_string(buffer.size()) +
+                   " bytes at 0x" +
+                   [&] {
+                     char text[32];
+                     std::snprintf(
+                         text, sizeof(text), "%llx",
+                         static_cast<unsigned long long>(buffer.address()));
+                     return std::string(text);
+                   }() +
+                   " are not inside a live allocation");
+}
+
+io::Expected<Buffer> CudaBackend::allocate(size_t bytes) {
+  if (bytes == 0)
+    return Buffer();
+  CudaDriver::DevicePtr address = 0;
+  if (int r = driver_->cuMemAlloc(&address, bytes))
+    return io::Error(driverError("cuMemAlloc", r).message() + " allocating " +
+                     std::to_string(bytes) + " bytes");
+  std::lock_guard<std::mutex> lock(mutex_);
+  allocations_[address] = bytes;
+  return Buffer(address, bytes);
+}
+
+io::Status CudaBackend::free(Buffer buffer) {
+  if (buffer.empty())
+    return io::success();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = allocations_.find(buffer.address());
+    if (it == allocations_.end() || it->second != buffer.size())
+      return io::Error("free: not an allocation of this backend (" +
+                       std::to_string(buffer.size()) + " bytes)");
+    allocations_.erase(it);
+  }
+  if (int r = driver_->cuMemFree(buffer.address()))
+    return driverError("cuMemFree", r);
+  return io::success();
+}
+
+io::Status CudaBackend::copyToDevice(Buffer destination, const void *source,
+                                     size_t bytes, Stream stream) {
+  if (bytes > destination.size())
+    return io::Error("copyToDevice: " + std::to_string(bytes) +
+                     " bytes into a buffer of " +
+                     std::to_string(destination.size()));
+  if (io::Status live = checkLive(destination, "copyToDevice"); !live)
+    return live;
+  if (bytes == 0)
+    return io::success();
+  if (int r = driver_->cuMemcpyHtoDAsync(destination.address(), source, bytes,
+                                         streamHandle(stream)))
+    return driverError("cuMemcpyHtoDAsync", r);
+  return io::success();
+}
+
+io::Status CudaBackend::copyToHost(void *destination, Buffer source,
+                                   size_t bytes, Stream stream) {
+  if (bytes > source.size())
+    return io::Error("copyToHost: " + std::to_string(bytes) +
+                     " bytes from a buffer of " +
+                     std::to_string(source.size()));
+  if (io::Status live = checkLive(source, "copyToHost"); !live)
+    return live;
+  if (bytes == 0)
+    return io::success();
+  if (int r = driver_->cuMemcpyDtoHAsync(destination, source.address(), bytes,
+                                         streamHandle(stream)))
+    return driverError("cuMemcpyDtoHAsync", r);
+  return io::success();
+}
+
+io::Status CudaBackend::copyOnDevice(Buffer destination, Buffer source,
+                                     size_t bytes, Stream stream) {
+  if (bytes > source.size() || bytes > destination.size())
+    return io::Error("copyOnDevice: " + std::to_string(bytes) +
+                     " bytes between buffers of " +
+                     std::to_string(source.size()) + " and " +
+                     std::to_string(destination.size()));
+  if (io::Status live = checkLive(source, "copyOnDevice"); !live)
+    return live;
+  if (io::Status live = checkLive(destination, "copyOnDevice"); !live)
+    return live;
+  if (bytes == 0)
+    return io::success();
+  if (int r = driver_->cuMemcpyDtoDAsync(
+          destination.address(), source.address(), bytes, streamHandle(stream)))
+    return driverError("cuMemcpyDtoDAsync", r);
+  return io::success();
+}
+
+io::Status CudaBackend::fill(Buffer buffer, uint8_t value, Stream stream) {
+  if (io::Status live = checkLive(buffer, "fill"); !live)
+    return live;
+  if (buffer.empty())
+    return io::success();
+  if (int r = driver_->cuMemsetD8Async(buffer.address(), value, buffer.size(),
+                                       streamHandle(stream)))
+    return driverError("cuMemsetD8Async", r);
+  return io::success();
+}
+
+io::Expected<Stream> CudaBackend::createStream() {
+  void *handle = nullptr;
+  if (int r = driver_->cuStreamCreate(&handle, 0))
+    return driverError("cuStreamCreate", r);
+  return Stream{reinterpret_cast<uint64_t>(handle)};
+}
+
+io::Status CudaBackend::destroyStream(Stream stream) {
+  if (stream.handle == 0)
+    return io::Error("destroyStream: the default stream cannot be destroyed");
+  if (int r = driver_->cuStreamDestroy(streamHandle(stream)))
+    return driverError("cuStreamDestroy", r);
+  return io::success();
+}
+
+io::Status CudaBackend::synchronize(Stream stream) {
+  if (int r = driver_->cuStreamSynchronize(streamHandle(stream)))
+    return driverError("cuStreamSynchronize", r);
+  return io::success();
+}
+
+io::Expected<Module> CudaBackend::loadModule(const CodeObject &code) {
+  if (code.format != CodeObjectFormat::Ptx &&
+      code.format != CodeObjectFormat::Cubin)
+    return io::Error("'" + code.name +
+                     "': the CUDA backend loads PTX or cubins only");
+  if (code.image.empty())
+    return io::Error("'" + code.name + "': empty code object");
+  // The driver wants PTX NUL-terminated.
+  std::vector<uint8_t> text;
+  const void *image = code.image.data();
+  if (code.format == CodeObjectFormat::Ptx &&
+      code.image.data()[code.image.size() - 1] != 0) {
+    text.assign(code.image.begin(), code.image.end());
+    text.push_back(0);
+    image = text.data();
+  }
+  std::vector<char> errorLog(16384, 0), infoLog(16384, 0);
+  int options[] = {kJitErrorLogBuffer, kJitErrorLogBufferSize,
+                   kJitInfoLogBuffer, kJitInfoLogBufferSize};
+  void *values[] = {
+      errorLog.data(), reinterpret_cast<void *>(errorLog.size() - 1),
+      infoLog.data(), reinterpret_cast<void *>(infoLog.size() - 1)};
+  void *module = nullptr;
+  if (int r = driver_->cuModuleLoadDataEx(&module, image, 4, options, values)) {
+    std::string log(errorLog.data());
+    while (!log.empty() && (log.back() == '\n' || log.back() == ' '))
+      log.pop_back();
+    return io::Error("'" + code.name +
+                     "': " + driverError("cuModuleLoadData", r).message() +
+                     (log.empty() ? std::string() : ":\n" + log));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  modules_[reinterpret_cast<uint64_t>(module)] = code.name;
+  return Module{reinterpret_cast<uint64_t>(module)};
+}
+
+io::Status CudaBackend::unloadModule(Module module) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!modules_.erase(module.handle))
+      return io::Error("unloadModule: not a module of this backend");
+  }
+  if (int r = driver_->cuModuleUnload(reinterpret_cast<void *>(module.handle)))
+    return driverError("cuModuleUnload", r);
+  return io::success();
+}
+
+io::Expected<Kernel> CudaBackend::getKernel(Module module,
+                                            std::string_view name) {
+  std::string moduleName;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = modules_.find(module.handle);
+    if (it == modules_.end())
+      return io::Error("getKernel: not a module of this backend");
+    moduleName = it->second;
+  }
+  void *function = nullptr;
+  std::string symbol(name);
+  if (int r = driver_->cuModuleGetFunction(
+          &function, reinterpret_cast<void *>(module.handle), symbol.c_str()))
+    return io::Error("'" + moduleName + "' has no kernel '" + symbol + "' (" +
+                     driverError("cuModuleGetFunction", r).message() + ")");
+  return Kernel{reinterpret_cast<uint64_t>(function)};
+}
+
+const KernelSignature *CudaBackend::signature(Kernel) const { return nullptr; }
+
+io::Status CudaBackend::launch(Kernel kernel, const LaunchConfig &config,
+                               ArrayView<Buffer> buffers,
+                               ArrayView<Scalar> scalars, Stream stream) {
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (io::Status live = checkLive(buffers[i], "launch"); !live)
+      return io::Error(live.error().message() + " (buffer argument " +
+                       std::to_string(i) + ")");
+  // One 64-bit slot per parameter: device addresses, then scalars.
+  std::vector<uint64_t> slots(buffers.size() + scalars.size());
+  std::vector<void *> parameters(slots.size());
+  for (size_t i = 0; i < buffers.size(); ++i)
+    slots[i] = buffers[i].address();
+  for (size_t i = 0; i < scalars.size(); ++i) {
+    uint64_t bits = 0;
+    if (scalars[i].kind() == ScalarKind::Int) {
+      int64_t value = scalars[i].asInt();
+      std::memcpy(&bits, &value, sizeof(bits));
+    } else {
+      double value = scalars[i].asFloat();
+      std::memcpy(&bits, &value, sizeof(bits));
+    }
+    slots[buffers.size() + i] = bits;
+  }
+  for (size_t i = 0; i < slots.size(); ++i)
+    parameters[i] = &slots[i];
+  if (int r = driver_->cuLaunchKernel(
+          reinterpret_cast<void *>(kernel.handle), config.grid[0],
+          config.grid[1], config.grid[2], config.block[0], config.block[1],
+          config.block[2], config.sharedMemoryBytes, streamHandle(stream),
+          parameters.empty() ? nullptr : parameters.data(), nullptr))
+    return driverError("cuLaunchKernel", r);
+  return io::success();
+}
