@@ -933,61 +933,74 @@ LogicalResult KernelLowering::lowerScaledMatmul(ScaledMatmulOp op) {
   const bool oneChunk = ShapedType::isDynamic(chunkSize);
   Value chunk = oneChunk ? k : e.cIndex(chunkSize);
   Value chunks = oneChunk ? e.cIndex(1) : e.divIndex(k, chunkSize);
-  // Rows go in groups of kRows (then one at a time for the rest): each
-  // element of the right operand is loaded once per group.
-  constexpr int64_t kRows = 4;
+  // Rows go in groups of kRows (then one at a time for the rest), columns in
+  // tiles of kColumns: for each group and tile, kRows partial rows of the
+  // tile stay in L1 while the right operand's rows stream past, each of its
+  // elements loaded once per group.
+  constexpr int64_t kRows = 4, kColumns = 256;
   Buffer partial =
-      allocate(RankedTensorType::get({kRows, ShapedType::kDynamic}, e.f32()),
-               {e.cIndex(kRows), n});
+      allocate(RankedTensorType::get({kRows, kColumns}, e.f32()), {});
   auto rowsFrom = [&](Value firstRow, int64_t rows) {
-    SmallVector<Value> resultBase, partialBase;
-    for (int64_t r = 0; r < rows; ++r) {
-      resultBase.push_back(e.mulIndex(e.addIndex(firstRow, e.cIndex(r)), n));
-      partialBase.push_back(e.mulIndex(e.cIndex(r), n));
-    }
-    auto fill = [&](Value memref, ArrayRef<Value> bases) {
-      e.loop(zero, n, [&](Value column) {
-        for (Value base : bases)
-          memref::StoreOp::create(b, e.cF32(0.0f), memref,
-                                  e.addIndex(base, column));
-      });
-    };
-    fill(result.flat, resultBase);
-    e.loop(zero, chunks, [&](Value c) {
-      fill(partial.flat, partialBase);
-      Value first = e.mulIndex(c, chunk);
-      e.loop(zero, chunk, [&](Value offset) {
-        Value kk = e.addIndex(first, offset);
-        SmallVector<Value> a;
-        for (int64_t r = 0; r < rows; ++r) {
-          Value row = e.addIndex(firstRow, e.cIndex(r));
-          a.push_back(memref::LoadOp::create(
-              b, lhs.flat,
-              transposeLhs ? e.addIndex(e.mulIndex(kk, m), row)
-                           : e.addIndex(e.mulIndex(row, k), kk)));
-        }
-        Value rhsBase = e.mulIndex(kk, n);
-        e.loop(zero, n, [&](Value column) {
-          Value bValue =
-              memref::LoadOp::create(b, rhs.flat, e.addIndex(rhsBase, column));
+    e.loop(
+        zero, e.divIndex(e.addIndex(n, e.cIndex(kColumns - 1)), kColumns),
+        [&](Value tile) {
+          Value columnBegin = e.mulIndex(tile, e.cIndex(kColumns));
+          Value columnEnd = arith::MinUIOp::create(
+              b, e.addIndex(columnBegin, e.cIndex(kColumns)), n);
+          SmallVector<Value> resultBase, partialBase;
           for (int64_t r = 0; r < rows; ++r) {
-            Value at = e.addIndex(partialBase[r], column);
-            Value carried = memref::LoadOp::create(b, partial.flat, at);
-            memref::StoreOp::create(b, e.addf(carried, e.mulf(a[r], bValue)),
-                                    partial.flat, at);
+            resultBase.push_back(
+                e.mulIndex(e.addIndex(firstRow, e.cIndex(r)), n));
+            // Partial rows are indexed by the column itself: base -
+            // columnBegin.
+            partialBase.push_back(
+                arith::SubIOp::create(b, e.cIndex(r * kColumns), columnBegin));
           }
+          auto fill = [&](Value memref, ArrayRef<Value> bases) {
+            e.loop(columnBegin, columnEnd, [&](Value column) {
+              for (Value base : bases)
+                memref::StoreOp::create(b, e.cF32(0.0f), memref,
+                                        e.addIndex(base, column));
+            });
+          };
+          fill(result.flat, resultBase);
+          e.loop(zero, chunks, [&](Value c) {
+            fill(partial.flat, partialBase);
+            Value first = e.mulIndex(c, chunk);
+            e.loop(zero, chunk, [&](Value offset) {
+              Value kk = e.addIndex(first, offset);
+              SmallVector<Value> a;
+              for (int64_t r = 0; r < rows; ++r) {
+                Value row = e.addIndex(firstRow, e.cIndex(r));
+                a.push_back(memref::LoadOp::create(
+                    b, lhs.flat,
+                    transposeLhs ? e.addIndex(e.mulIndex(kk, m), row)
+                                 : e.addIndex(e.mulIndex(row, k), kk)));
+              }
+              Value rhsBase = e.mulIndex(kk, n);
+              e.loop(columnBegin, columnEnd, [&](Value column) {
+                Value bValue = memref::LoadOp::create(
+                    b, rhs.flat, e.addIndex(rhsBase, column));
+                for (int64_t r = 0; r < rows; ++r) {
+                  Value at = e.addIndex(partialBase[r], column);
+                  Value carried = memref::LoadOp::create(b, partial.flat, at);
+                  memref::StoreOp::create(b,
+                                          e.addf(carried, e.mulf(a[r], bValue)),
+                                          partial.flat, at);
+                }
+              });
+            });
+            e.loop(columnBegin, columnEnd, [&](Value column) {
+              for (int64_t r = 0; r < rows; ++r) {
+                Value at = e.addIndex(resultBase[r], column);
+                Value sum = memref::LoadOp::create(b, result.flat, at);
+                Value add = memref::LoadOp::create(
+                    b, partial.flat, e.addIndex(partialBase[r], column));
+                memref::StoreOp::create(b, e.addf(sum, add), result.flat, at);
+              }
+            });
+          });
         });
-      });
-      e.loop(zero, n, [&](Value column) {
-        for (int64_t r = 0; r < rows; ++r) {
-          Value at = e.addIndex(resultBase[r], column);
-          Value sum = memref::LoadOp::create(b, result.flat, at);
-          Value add = memref::LoadOp::create(
-              b, partial.flat, e.addIndex(partialBase[r], column));
-          memref::StoreOp::create(b, e.addf(sum, add), result.flat, at);
-        }
-      });
-    });
   };
   Value groups = e.divIndex(m, kRows);
   e.loop(zero, groups, [&](Value group) {

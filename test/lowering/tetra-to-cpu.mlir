@@ -95,14 +95,15 @@ func.func @host(%x: tensor<8x64xf32>, %seed: i64, %step: i64) -> (tensor<8x64xf4
 // CHECK: %[[PRODUCT:.*]] = arith.mulf %{{.*}}, %[[SIX]] : f32
 // CHECK: arith.divf %{{.*}}, %[[PRODUCT]] : f32
 // The scaled matmul: dequantize (code x E4M3 scale, then x tensor scale);
-// the transposed right operand copied to [K, N]; then rows in groups of 4,
+// the transposed right operand copied to [K, N]; then rows in groups of 4
+// and columns in tiles of 256 (one tile here),
 // one partial row per row and per chunk of 16 (the NVFP4 block): each
 // partial summed from 0 along the chunk, then added to the result in order.
 // CHECK: %[[VALUES:.*]] = memref.alloc(%[[T]]) : memref<?x32xf32>
 // CHECK: memref.load %[[TENSOR_SCALE]][] : memref<f32>
 // CHECK: %[[RESULT:.*]] = memref.collapse_shape %{{.*}} {{\[\[}}0, 1]] : memref<?x16xf32> into memref<?xf32>
 // CHECK: %[[RHS_KN:.*]] = memref.alloc() : memref<32x16xf32>
-// CHECK: %[[PARTIALS:.*]] = memref.alloc() : memref<4x16xf32>
+// CHECK: %[[PARTIALS:.*]] = memref.alloc() : memref<4x256xf32>
 // CHECK: %[[PARTIAL:.*]] = memref.collapse_shape %[[PARTIALS]]
 // CHECK: scf.for
 // CHECK-COUNT-4: memref.store %{{.*}}, %[[RESULT]]

@@ -30,8 +30,9 @@ using numerics::RandomStream;
 
 namespace {
 
-// A linear layer: 64 tokens, 128 inputs, 96 outputs.
-constexpr int64_t kTokens = 64, kIn = 128, kOut = 96;
+// A linear layer: 64 tokens, 128 inputs, 288 outputs (two column tiles of the
+// CPU GEMM: 256 and 32).
+constexpr int64_t kTokens = 64, kIn = 128, kOut = 288;
 constexpr uint64_t kSeed = 0x0123456789ABCDEFull;
 constexpr int64_t kStep = 5;
 
@@ -165,8 +166,8 @@ std::string gemmSyntax(const std::pair<Quant, Quant> &quants) {
 /// A function with the three GEMMs of one linear under `policy`, named as
 /// the training step names them.
 std::string moduleSource(const Policy &policy) {
-  const std::string x = "tensor<64x128xf32>", w = "tensor<96x128xf32>",
-                    dy = "tensor<64x96xf32>";
+  const std::string x = "tensor<64x128xf32>", w = "tensor<288x128xf32>",
+                    dy = "tensor<64x288xf32>";
   std::string policyText =
       "#tetra.policy<fprop = " + gemmSyntax(policy.roles.at(Role::Fprop)) +
       ", dgrad = " + gemmSyntax(policy.roles.at(Role::Dgrad)) +
@@ -175,19 +176,19 @@ std::string moduleSource(const Policy &policy) {
     return " loc(\"" + matmulName(policy, role) + "\"(\"model.tetra\":3:7))";
   };
   return "func.func @" + policy.name + "(%x: " + x + ", %w: " + w +
-         ", %dy: " + dy + ", %seed: i64, %step: i64) -> (tensor<64x96xf32>, " +
+         ", %dy: " + dy + ", %seed: i64, %step: i64) -> (tensor<64x288xf32>, " +
          x + ", " + w + ") {\n" +
          "  %y = tetra.matmul %x, %w transpose_rhs random(%seed, "
          "%step) policy " +
          policyText + " role fprop : " + x + ", " + w +
-         " -> tensor<64x96xf32>" + loc(Role::Fprop) +
+         " -> tensor<64x288xf32>" + loc(Role::Fprop) +
          "\n  %dx = tetra.matmul %dy, %w random(%seed, %step) policy " +
          policyText + " role dgrad : " + dy + ", " + w + " -> " + x +
          loc(Role::Dgrad) +
          "\n  %dw = tetra.matmul %dy, %x transpose_lhs random(%seed, %step) "
          "policy " +
          policyText + " role wgrad : " + dy + ", " + x + " -> " + w +
-         loc(Role::Wgrad) + "\n  return %y, %dx, %dw : tensor<64x96xf32>, " +
+         loc(Role::Wgrad) + "\n  return %y, %dx, %dw : tensor<64x288xf32>, " +
          x + ", " + w + "\n}\n";
 }
 
@@ -522,16 +523,16 @@ class CpuGemmTest : public ::testing::TestWithParam<GemmCase> {};
 
 TEST(CpuGemmKernels, FormedWithTheExpectedSignatures) {
   ASSERT_NE(library(), nullptr);
-  const std::string x = "tensor<64x128xf32>", w = "tensor<96x128xf32>",
-                    dy = "tensor<64x96xf32>";
+  const std::string x = "tensor<64x128xf32>", w = "tensor<288x128xf32>",
+                    dy = "tensor<64x288xf32>";
   // FormKernels lists inputs in the order the kernel's ops first use them.
   const std::map<std::string, std::string> expected = {
-      {"paper_up_fprop", "(" + x + ", " + w + ") -> tensor<64x96xf32>"},
+      {"paper_up_fprop", "(" + x + ", " + w + ") -> tensor<64x288xf32>"},
       {"paper_up_wgrad", "(" + dy + ", " + x + ") -> " + w},
       {"random_up_dgrad",
        "(" + dy + ", i64, i64, " + w + ") -> tensor<64x128xf32>"},
       {"random_up_wgrad", "(" + dy + ", i64, i64, " + x + ") -> " + w},
-      {"mixed_up_fprop", "(" + x + ", " + w + ") -> tensor<64x96xf32>"},
+      {"mixed_up_fprop", "(" + x + ", " + w + ") -> tensor<64x288xf32>"},
       {"mixed_up_wgrad", "(" + dy + ", i64, i64, " + x + ") -> " + w},
       {"plain_up_dgrad", "(" + dy + ", " + w + ") -> tensor<64x128xf32>"},
   };
@@ -565,18 +566,18 @@ TEST_P(CpuGemmTest, MatchesTheDefinedArithmeticAndTheReference) {
   EXPECT_EQ(outside, 0) << "worst error / bound " << worst;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllPolicies, CpuGemmTest, ::testing::ValuesIn([] {
-                           std::vector<GemmCase> cases;
-                           for (size_t p = 0; p < policies().size(); ++p)
-                             for (Role role :
-                                  {Role::Fprop, Role::Dgrad, Role::Wgrad})
-                               cases.push_back({p, role});
-                           return cases;
-                         }()),
-                         [](const ::testing::TestParamInfo<GemmCase> &info) {
-                           return policies()[info.param.policy].name + "_" +
-                                  roleName(info.param.role);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    AllPolicies, CpuGemmTest, ::testing::ValuesIn([] {
+      std::vector<GemmCase> cases;
+      for (size_t p = 0; p < policies().size(); ++p)
+        for (Role role : {Role::Fprop, Role::Dgrad, Role::Wgrad})
+          cases.push_back({p, role});
+      return cases;
+    }()),
+    [](const ::testing::TestParamInfo<GemmCase> &info) {
+      return policies()[info.param.policy].name + "_" +
+             roleName(info.param.role);
+    });
 
 TEST(CpuGemmKernels, WgradQuantizesAlongTheTokens) {
   // dW = dYᵀ·X reduces over the 64 tokens: dY and X must be rotated and
