@@ -140,6 +140,7 @@ def ConvertTetraToCPU : Pass<"convert-tetra-to-cpu", "mlir::ModuleOp"> {
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
   ];
 }
 

@@ -23,6 +23,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -937,7 +938,7 @@ LogicalResult KernelLowering::lowerScaledMatmul(ScaledMatmulOp op) {
   // tiles of kColumns: for each group and tile, kRows partial rows of the
   // tile stay in L1 while the right operand's rows stream past, each of its
   // elements loaded once per group.
-  constexpr int64_t kRows = 4, kColumns = 256;
+  constexpr int64_t kRows = 4, kColumns = 256, kLanes = 8;
   Buffer partial =
       allocate(RankedTensorType::get({kRows, kColumns}, e.f32()), {});
   auto rowsFrom = [&](Value firstRow, int64_t rows) {
@@ -978,7 +979,36 @@ LogicalResult KernelLowering::lowerScaledMatmul(ScaledMatmulOp op) {
                                  : e.addIndex(e.mulIndex(row, k), kk)));
               }
               Value rhsBase = e.mulIndex(kk, n);
-              e.loop(columnBegin, columnEnd, [&](Value column) {
+              // kLanes columns at a time as vector ops (lane-wise IEEE
+              // fp32: the scalar tail's operations), then the rest.
+              auto vectorType = VectorType::get({kLanes}, e.f32());
+              SmallVector<Value> aLanes;
+              for (Value value : a)
+                aLanes.push_back(
+                    vector::BroadcastOp::create(b, vectorType, value));
+              Value width = arith::SubIOp::create(b, columnEnd, columnBegin);
+              Value vectorEnd =
+                  e.addIndex(columnBegin, e.mulIndex(e.divIndex(width, kLanes),
+                                                     e.cIndex(kLanes)));
+              auto lanes = scf::ForOp::create(b, columnBegin, vectorEnd,
+                                              e.cIndex(kLanes));
+              {
+                OpBuilder::InsertionGuard guard(b);
+                b.setInsertionPointToStart(lanes.getBody());
+                Value column = lanes.getInductionVar();
+                Value bValues = vector::LoadOp::create(
+                    b, vectorType, rhs.flat,
+                    ValueRange{e.addIndex(rhsBase, column)});
+                for (int64_t r = 0; r < rows; ++r) {
+                  Value at = e.addIndex(partialBase[r], column);
+                  Value carried = vector::LoadOp::create(
+                      b, vectorType, partial.flat, ValueRange{at});
+                  vector::StoreOp::create(
+                      b, e.addf(carried, e.mulf(aLanes[r], bValues)),
+                      partial.flat, ValueRange{at});
+                }
+              }
+              e.loop(vectorEnd, columnEnd, [&](Value column) {
                 Value bValue = memref::LoadOp::create(
                     b, rhs.flat, e.addIndex(rhsBase, column));
                 for (int64_t r = 0; r < rows; ++r) {

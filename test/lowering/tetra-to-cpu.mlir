@@ -96,9 +96,10 @@ func.func @host(%x: tensor<8x64xf32>, %seed: i64, %step: i64) -> (tensor<8x64xf4
 // CHECK: arith.divf %{{.*}}, %[[PRODUCT]] : f32
 // The scaled matmul: dequantize (code x E4M3 scale, then x tensor scale);
 // the transposed right operand copied to [K, N]; then rows in groups of 4
-// and columns in tiles of 256 (one tile here),
-// one partial row per row and per chunk of 16 (the NVFP4 block): each
-// partial summed from 0 along the chunk, then added to the result in order.
+// and columns in tiles of 256 (one tile here), 8 columns at a time as vector
+// ops (the scalar tail is empty here and folds away); one partial row per
+// row and per chunk of 16 (the NVFP4 block): each partial summed from 0
+// along the chunk, then added to the result in order.
 // CHECK: %[[VALUES:.*]] = memref.alloc(%[[T]]) : memref<?x32xf32>
 // CHECK: memref.load %[[TENSOR_SCALE]][] : memref<f32>
 // CHECK: %[[RESULT:.*]] = memref.collapse_shape %{{.*}} {{\[\[}}0, 1]] : memref<?x16xf32> into memref<?xf32>
@@ -110,12 +111,13 @@ func.func @host(%x: tensor<8x64xf32>, %seed: i64, %step: i64) -> (tensor<8x64xf4
 // CHECK: scf.for %{{.*}} = %c0 to %c2 step %c1 {
 // CHECK-COUNT-4: memref.store %{{.*}}, %[[PARTIAL]]
 // CHECK: scf.for %{{.*}} = %c0 to %c16 step %c1 {
-// CHECK: scf.for %{{.*}} = %c0 to %c16 step %c1 {
-// CHECK: %[[B:.*]] = memref.load
-// CHECK: %[[P:.*]] = memref.load %[[PARTIAL]]
-// CHECK: %[[AB:.*]] = arith.mulf %{{.*}}, %[[B]] : f32
-// CHECK: %[[NEXT:.*]] = arith.addf %[[P]], %[[AB]] : f32
-// CHECK: memref.store %[[NEXT]], %[[PARTIAL]]
+// CHECK-COUNT-4: vector.broadcast %{{.*}} : f32 to vector<8xf32>
+// CHECK: scf.for %{{.*}} = %c0 to %c16 step %c8 {
+// CHECK: %[[B:.*]] = vector.load %[[RHS_KN_FLAT:.*]][%{{.*}}] : memref<512xf32>, vector<8xf32>
+// CHECK: %[[P:.*]] = vector.load %[[PARTIAL]][%{{.*}}] : memref<1024xf32>, vector<8xf32>
+// CHECK: %[[AB:.*]] = arith.mulf %{{.*}}, %[[B]] : vector<8xf32>
+// CHECK: %[[NEXT:.*]] = arith.addf %[[P]], %[[AB]] : vector<8xf32>
+// CHECK: vector.store %[[NEXT]], %[[PARTIAL]]
 // CHECK: %[[SUM:.*]] = memref.load %[[RESULT]]
 // CHECK: %[[ADD:.*]] = memref.load %[[PARTIAL]]
 // CHECK: %[[TOTAL:.*]] = arith.addf %[[SUM]], %[[ADD]] : f32

@@ -617,3 +617,51 @@ TEST(CpuGemmKernels, QuantizationIsNotTheIdentity) {
                                     (std::fabs(plain[k]) + 1e-3));
   EXPECT_GT(largest, 1e-2);
 }
+
+TEST(CpuGemmKernels, OddShapesTakeTheRemainderPaths) {
+  // 22 rows (five groups of 4, then 2 alone) and 301 columns (a tile of 256,
+  // then 45: five 8-lane steps and a scalar tail of 5), bf16 x bf16 over
+  // K = 40 in one chunk: against the defined arithmetic, element by element.
+  const int64_t m = 22, n = 301, k = 40;
+  const std::string x = "tensor<22x40xf32>", w = "tensor<301x40xf32>",
+                    y = "tensor<22x301xf32>";
+  const std::string source =
+      "func.func @odd(%x: " + x + ", %w: " + w + ") -> " + y + " {\n" +
+      "  %y = tetra.matmul %x, %w transpose_rhs policy #tetra.policy<fprop = "
+      "bf16, dgrad = bf16, wgrad = bf16> role fprop : " +
+      x + ", " + w + " -> " + y +
+      " loc(\"odd.fprop\"(\"model.tetra\":1:1))\n  return %y : " + y + "\n}\n";
+  std::unique_ptr<cpu::KernelLibrary> odd =
+      compileOrFail(source, /*formKernels=*/true);
+  ASSERT_NE(odd, nullptr);
+  auto packed = odd->lookupPacked("odd_fprop");
+  ASSERT_NE(packed, nullptr);
+  std::mt19937 random(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> xData(m * k), wData(n * k), result(m * n, kNaN);
+  for (float &value : xData)
+    value = normal(random);
+  for (float &value : wData)
+    value = normal(random);
+  auto a = describe<float, 2>(xData.data(), {m, k});
+  auto b = describe<float, 2>(wData.data(), {n, k});
+  auto c = describe<float, 2>(result.data(), {m, n});
+  void *aPtr = &a, *bPtr = &b, *cPtr = &c;
+  void *arguments[] = {&aPtr, &bPtr, &cPtr};
+  packed(arguments);
+  auto bf16 = [](float value) {
+    return numerics::decodeBF16(numerics::encodeBF16(value));
+  };
+  std::vector<float> expected(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float partial = 0.0f;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        float product = bf16(xData[i * k + kk]) * bf16(wData[j * k + kk]);
+        partial = partial + product;
+      }
+      float sum = 0.0f;
+      expected[i * n + j] = sum + partial;
+    }
+  EXPECT_TRUE(sameFloats(expected, result));
+}
