@@ -53,7 +53,7 @@ private:
   LogicalResult scheduleTrainingOp(Operation *op, bool &handled);
   /// At the first optimizer op: ends the gradient phase (after the
   /// accumulate launches when gradients are accumulated).
-  LogicalResult beginOptimizer(Operation *op);
+  LogicalResult beginOptimizer();
   /// Ends the phases once the function is scheduled.
   void finishPhases();
   LogicalResult markOutputs();
@@ -375,7 +375,7 @@ LogicalResult ScheduleBuilder::schedule(Operation *op) {
   if (optimizerBegun && !isOptimizer)
     return op->emitError("comes after the optimizer began; a training "
                          "step's norm, clipping and AdamW must come last");
-  if (isOptimizer && !optimizerBegun && failed(beginOptimizer(op)))
+  if (isOptimizer && !optimizerBegun && failed(beginOptimizer()))
     return failure();
   if (isa<ClipByNormOp, AdamWOp>(op) && result.phases.updateBegin < 0)
     result.phases.updateBegin = static_cast<int>(result.launches.size());
@@ -804,7 +804,7 @@ LogicalResult ScheduleBuilder::scheduleTrainingOp(Operation *op,
       });
 }
 
-LogicalResult ScheduleBuilder::beginOptimizer(Operation *op) {
+LogicalResult ScheduleBuilder::beginOptimizer() {
   optimizerBegun = true;
   if (options.accumulateGradients) {
     for (AdamWOp adamw : function.getOps<AdamWOp>()) {

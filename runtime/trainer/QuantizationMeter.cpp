@@ -1,5 +1,4 @@
-//===- QuantizationMeter.cpp - Sampled SQNR of every quantized GEMM operand
-//===//
+//===- QuantizationMeter.cpp - Sampled SQNR of quantized GEMM operands ---===//
 
 #include "runtime/trainer/QuantizationMeter.h"
 

@@ -1,4 +1,4 @@
-//===- QuantizationMeter.h - Sampled SQNR of every quantized GEMM operand -===//
+//===- QuantizationMeter.h - Sampled SQNR of GEMM operands ------*- C++ -*-===//
 //
 // Measures, while the gradient part of a step runs, the quantization error of
 // every operand a compiled GEMM kernel rotates and quantizes (the schedule's
