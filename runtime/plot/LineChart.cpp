@@ -44,7 +44,7 @@ std::string tickLabel(double value) {
 Canvas drawLineChart(const std::vector<Series> &series,
                      const ChartOptions &options) {
   Canvas canvas(options.width, options.height);
-  const Color ink{40, 40, 40}, grid{225, 225, 225};
+  const Color ink{40, 40, 40}, grid{225, 225, 225}, paper{255, 255, 255};
   const int left = 110, right = 30, top = 60, bottom = 80;
   const int plotWidth = options.width - left - right;
   const int plotHeight = options.height - top - bottom;
@@ -72,6 +72,10 @@ Canvas drawLineChart(const std::vector<Series> &series,
   }
   if (xMax == xMin)
     xMax = xMin + 1;
+  // Some air above and below the curves, so that none runs along an edge.
+  const double margin = 0.04 * (yMax - yMin);
+  yMin -= margin;
+  yMax += margin;
   std::vector<double> xTicks = niceTicks(xMin, xMax);
   std::vector<double> yTicks = niceTicks(yMin, yMax);
   yMin = std::min(yMin, yTicks.front());
@@ -127,8 +131,24 @@ Canvas drawLineChart(const std::vector<Series> &series,
       previousY = cy;
       havePrevious = true;
     }
-    // Legend, top right, one row per series.
-    int legendX = left + plotWidth - 20 - Canvas::textWidth(s.name) - 50;
+  }
+  // Legend, top right, one row per series, on a framed box that hides the
+  // curves under it.
+  int nameWidth = 0;
+  for (const Series &s : series)
+    nameWidth = std::max(nameWidth, Canvas::textWidth(s.name));
+  int legendX = left + plotWidth - 20 - nameWidth - 50;
+  int boxLeft = legendX - 10, boxRight = left + plotWidth - 10;
+  int boxTop = top + 7,
+      boxBottom = top + 15 + static_cast<int>(series.size()) * 24;
+  canvas.fillRect(boxLeft, boxTop, boxRight, boxBottom, paper);
+  canvas.line(boxLeft, boxTop, boxRight, boxTop, grid);
+  canvas.line(boxLeft, boxBottom, boxRight, boxBottom, grid);
+  canvas.line(boxLeft, boxTop, boxLeft, boxBottom, grid);
+  canvas.line(boxRight, boxTop, boxRight, boxBottom, grid);
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series &s = series[i];
+    Color color = kPalette[(s.color >= 0 ? s.color : static_cast<int>(i)) % 8];
     int legendY = top + 15 + static_cast<int>(i) * 24;
     canvas.line(legendX, legendY + 7, legendX + 36, legendY + 7, color, 3,
                 s.dashed ? 8 : 0);
