@@ -328,12 +328,17 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   if (!ready)
     return fail(ready.error().message());
   std::printf("run %s: model %s (%lld parameters), policy %s, %lld steps of "
-              "%lld tokens on %s\n",
+              "%lld tokens on %s (%lld micro-batch%s of %lld x %lld per "
+              "step)\n",
               run->name.c_str(), model->name.c_str(),
               static_cast<long long>(model->parameterCount()),
               policy->name.c_str(), static_cast<long long>(steps),
               static_cast<long long>(tokensPerStep),
-              (*cpu)->description().c_str());
+              (*cpu)->description().c_str(),
+              static_cast<long long>(run->accumulation),
+              run->accumulation == 1 ? "" : "es",
+              static_cast<long long>(run->microBatch),
+              static_cast<long long>(run->seqLen));
   io::Expected<trainer::TrainingSummary> summary = (*trainer)->train();
   if (!summary)
     return fail(summary.error().message());
