@@ -177,12 +177,16 @@ bool lowerQuantization(mlir::MLIRContext &context, mlir::ModuleOp module,
 /// launch (or the JSON form with --json).
 bool printSchedule(mlir::MLIRContext &context, mlir::ModuleOp module,
                    llvm::SourceMgr &sourceMgr, bool json,
-                   llvm::raw_ostream &os) {
+                   const std::optional<RunConfig> &run, llvm::raw_ostream &os) {
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   auto step = module.lookupSymbol<mlir::func::FuncOp>("train_step");
   if (!step)
     return false;
-  mlir::FailureOr<schedule::Schedule> plan = buildSchedule(step);
+  // As `tetra train` builds it: a run with accumulation sums gradients.
+  ScheduleOptions scheduleOptions;
+  scheduleOptions.accumulateGradients = run && run->accumulation > 1;
+  mlir::FailureOr<schedule::Schedule> plan =
+      buildSchedule(step, scheduleOptions);
   if (mlir::failed(plan))
     return false;
   if (json) {
@@ -202,7 +206,13 @@ bool printSchedule(mlir::MLIRContext &context, mlir::ModuleOp module,
      << "moments, inputs, outputs) + arena " << mib(plan->arenaBytes)
      << " (temporaries; " << mib(plan->unplannedBytes())
      << " without reuse) = peak " << mib(plan->boundBytes() + plan->arenaBytes)
-     << "\n";
+     << "\n"
+     << "phases: loss [0, " << plan->forwardEnd() << "), gradients [0, "
+     << plan->gradientsEnd() << ")"
+     << (plan->accumulatesGradients() ? " summed over micro-batches" : "")
+     << ", norm [" << plan->gradientsEnd() << ", " << plan->updateBegin()
+     << "), update [" << plan->updateBegin() << ", " << plan->launches.size()
+     << ")\n";
   for (auto [index, launch] : llvm::enumerate(plan->launches)) {
     os << llvm::formatv("{0,5}  {1,-24} ", index, launch.kernel);
     llvm::interleave(
@@ -300,7 +310,7 @@ int emitTetra(const EmitOptionsFromCommandLine &options,
     return 1;
   if (options.stage == "schedule")
     return printSchedule(context, *module, diags.getSourceMgr(), options.json,
-                         os)
+                         run, os)
                ? 0
                : 1;
   mlir::OpPrintingFlags flags;
