@@ -3,6 +3,8 @@
 #include "lowering/CpuKernelTable.h"
 
 #include "dialect/TetraOps.h"
+#include "lowering/QuantizationPasses.h"
+#include "runtime/backend/ThreadPool.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -59,7 +61,22 @@ io::Status runCompiledKernel(const backend::CpuKernelContext &context,
     descriptorPointers[i] = descriptor.data();
     arguments[i] = &descriptorPointers[i];
   }
-  entry->packed(arguments.data());
+  if (!entry->splitsRows) {
+    entry->packed(arguments.data());
+    return io::success();
+  }
+  // One part of the result rows per thread; every part computes its rows
+  // exactly as a single call would, so the bits do not depend on the split.
+  const int64_t parts = context.pool.threadCount();
+  context.pool.parallelFor(0, parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t part = begin; part < end; ++part) {
+      std::vector<void *> own = arguments;
+      int64_t partValue = part, partsValue = parts;
+      own.push_back(&partValue);
+      own.push_back(&partsValue);
+      entry->packed(own.data());
+    }
+  });
   return io::success();
 }
 
@@ -73,6 +90,7 @@ CompiledKernelTable::compile(ModuleOp module, const JitOptions &options) {
     if (!error.empty())
       return;
     auto entry = std::make_unique<Entry>();
+    entry->splitsRows = kernelSplitsRows(kernel);
     backend::KernelSignature signature;
     signature.name = kernel.getKernelName().str();
     int bufferCount = 0, scalarCount = 0;

@@ -46,6 +46,10 @@ public:
       std::vector<int64_t> shape;
     };
     std::vector<Argument> arguments;
+    /// The function takes `part, parts` last and computes that part of the
+    /// result's rows (kernelSplitsRows): the launch runs the parts on the
+    /// pool's threads.
+    bool splitsRows = false;
   };
 
 private:

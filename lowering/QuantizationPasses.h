@@ -32,6 +32,16 @@ namespace tetra {
 /// kernels are formed (`--tetra-form-kernels`).
 void buildTetraToLLVMPipeline(mlir::OpPassManager &pm);
 
+class KernelOp;
+
+/// Whether the CPU code of `kernel` computes its result rows in parts: the
+/// kernel yields exactly one value, the result of its scaled matmul. Its
+/// function then takes two more i64 arguments after the results, `part` and
+/// `parts`, and a call computes only part `part` of `parts` of the result's
+/// rows (everything the rows need is computed by every call): the runtime
+/// calls the parts on its threads, and any partition gives the same bits.
+bool kernelSplitsRows(KernelOp kernel);
+
 /// Registers the passes above and the pipeline as `--tetra-to-llvm`.
 void registerTetraQuantizationPipelines();
 

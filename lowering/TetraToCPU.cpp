@@ -507,6 +507,9 @@ private:
   DenseMap<Value, Buffer> buffers;
   DenseMap<Value, Value> scalars;
   DenseMap<Value, Value> outputs; // yielded value -> output memref
+  /// Row-split kernels (kernelSplitsRows): which part of the result rows
+  /// this call computes, of how many (index values); null otherwise.
+  Value part, parts;
   SmallVector<Value> allocations;
 };
 
@@ -1032,12 +1035,24 @@ LogicalResult KernelLowering::lowerScaledMatmul(ScaledMatmulOp op) {
           });
         });
   };
+  // A row-split kernel's call computes the groups [part·G/parts,
+  // (part+1)·G/parts), the last part also the rows after the groups.
   Value groups = e.divIndex(m, kRows);
-  e.loop(zero, groups, [&](Value group) {
+  Value groupBegin = zero, groupEnd = groups;
+  Value restBegin = e.mulIndex(groups, e.cIndex(kRows));
+  if (part && outputs.count(op.getResult())) {
+    auto share = [&](Value index) {
+      return arith::DivUIOp::create(b, e.mulIndex(index, groups), parts);
+    };
+    groupBegin = share(part);
+    groupEnd = share(e.addIndex(part, e.cIndex(1)));
+    Value last = e.cmp(CmpIPredicate::eq, e.addIndex(part, e.cIndex(1)), parts);
+    restBegin = e.select(last, restBegin, m);
+  }
+  e.loop(groupBegin, groupEnd, [&](Value group) {
     rowsFrom(e.mulIndex(group, e.cIndex(kRows)), kRows);
   });
-  e.loop(e.mulIndex(groups, e.cIndex(kRows)), m,
-         [&](Value row) { rowsFrom(row, 1); });
+  e.loop(restBegin, m, [&](Value row) { rowsFrom(row, 1); });
   return success();
 }
 
@@ -1124,12 +1139,22 @@ LogicalResult KernelLowering::lower(func::FuncOp function) {
       scalars[argument] = value;
   }
 
+  if (kernelSplitsRows(kernel)) {
+    unsigned count = entry.getNumArguments();
+    part = arith::IndexCastOp::create(b, b.getIndexType(),
+                                      entry.getArgument(count - 2));
+    parts = arith::IndexCastOp::create(b, b.getIndexType(),
+                                       entry.getArgument(count - 1));
+  }
+
   // Results computed by the kernel's own ops are written in place into the
   // outputs; anything else (an input, a value yielded twice) is copied.
   auto yield = cast<YieldOp>(body.getTerminator());
   SmallVector<std::pair<Value, Value>> copies;
-  for (auto [value, output] : llvm::zip(
-           yield.getValues(), entry.getArguments().drop_front(numInputs))) {
+  for (auto [value, output] :
+       llvm::zip(yield.getValues(),
+                 entry.getArguments().drop_front(numInputs).take_front(
+                     yield.getNumOperands()))) {
     if (isa<BlockArgument>(value) || outputs.count(value))
       copies.emplace_back(value, output);
     else
@@ -1181,6 +1206,11 @@ FailureOr<FunctionType> kernelFunctionType(KernelOp kernel) {
   for (Type type : kernel.getResultTypes())
     if (failed(addTensor(type, "a result")))
       return failure();
+  if (kernelSplitsRows(kernel)) {
+    // part, parts
+    arguments.push_back(IntegerType::get(kernel.getContext(), 64));
+    arguments.push_back(IntegerType::get(kernel.getContext(), 64));
+  }
   return FunctionType::get(kernel.getContext(), arguments, {});
 }
 
@@ -1191,6 +1221,14 @@ public:
 };
 
 } // namespace
+
+bool tetra::kernelSplitsRows(KernelOp kernel) {
+  auto yield = cast<YieldOp>(kernel.getBodyBlock().getTerminator());
+  if (yield.getNumOperands() != 1)
+    return false;
+  auto matmul = yield.getOperand(0).getDefiningOp<ScaledMatmulOp>();
+  return matmul && matmul->getParentOp() == kernel.getOperation();
+}
 
 void ConvertTetraToCPU::runOnOperation() {
   ModuleOp module = getOperation();

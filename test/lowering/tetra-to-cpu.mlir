@@ -71,9 +71,11 @@ func.func @host(%x: tensor<8x64xf32>, %seed: i64, %step: i64) -> (tensor<8x64xf4
 
 // A GEMM kernel with dynamic tokens: Hadamard rotation, NVFP4 quantization,
 // and the scaled matmul against a plain f32 operand. Intermediates are
-// allocated with the sizes read from the descriptors, and freed.
+// allocated with the sizes read from the descriptors, and freed. The
+// kernel yields its scaled matmul alone, so it computes one part of the
+// result rows per call: part and parts come last.
 // CHECK-LABEL: func.func @gemm(
-// CHECK-SAME: %[[X:.*]]: memref<?x32xf32>, %[[W:.*]]: memref<16x32xf32>, %[[Y:.*]]: memref<?x16xf32>)
+// CHECK-SAME: %[[X:.*]]: memref<?x32xf32>, %[[W:.*]]: memref<16x32xf32>, %[[Y:.*]]: memref<?x16xf32>, %[[PART:.*]]: i64, %[[PARTS:.*]]: i64)
 // CHECK-DAG: %[[C:.*]] = arith.constant 0.176776692 : f32
 // CHECK-DAG: %[[SIX:.*]] = arith.constant 6.000000e+00 : f32
 // CHECK-DAG: %[[TS_DIVISOR:.*]] = arith.constant 2.688000e+03 : f32
@@ -106,7 +108,14 @@ func.func @host(%x: tensor<8x64xf32>, %seed: i64, %step: i64) -> (tensor<8x64xf4
 // CHECK: %[[RHS_KN:.*]] = memref.alloc() : memref<32x16xf32>
 // CHECK: %[[PARTIALS:.*]] = memref.alloc() : memref<4x256xf32>
 // CHECK: %[[PARTIAL:.*]] = memref.collapse_shape %[[PARTIALS]]
-// CHECK: scf.for
+// This call's row groups: [part * G / parts, (part + 1) * G / parts).
+// CHECK: %[[GROUPS:.*]] = arith.divui %[[T]], %c4 : index
+// CHECK: %[[SCALED:.*]] = arith.muli %[[P:.*]], %[[GROUPS]] : index
+// CHECK: %[[BEGIN:.*]] = arith.divui %[[SCALED]], %[[N:.*]] : index
+// CHECK: %[[NEXT_PART:.*]] = arith.addi %[[P]], %c1 : index
+// CHECK: %[[SCALED_END:.*]] = arith.muli %[[NEXT_PART]], %[[GROUPS]] : index
+// CHECK: %[[END:.*]] = arith.divui %[[SCALED_END]], %[[N]] : index
+// CHECK: scf.for %{{.*}} = %[[BEGIN]] to %[[END]] step %c1 {
 // CHECK-COUNT-4: memref.store %{{.*}}, %[[RESULT]]
 // CHECK: scf.for %{{.*}} = %c0 to %c2 step %c1 {
 // CHECK-COUNT-4: memref.store %{{.*}}, %[[PARTIAL]]

@@ -397,7 +397,10 @@ Gemm gemmFor(Role role) {
 
 /// Runs the role's kernel on the linear's data; the kernel's inputs are
 /// named by what they hold, in the order FormKernels gives them.
-std::vector<float> runGemmKernel(const Policy &policy, Role role) {
+/// Runs the GEMM kernel of `policy` and `role`, its result rows in `parts`
+/// calls (the kernels split rows: QuantizationPasses.h, kernelSplitsRows).
+std::vector<float> runGemmKernel(const Policy &policy, Role role,
+                                 int64_t parts = 1) {
   const Gemm g = gemmFor(role);
   std::string name = kernelName(policy, role);
   auto packed = library()->lookupPacked(name);
@@ -457,7 +460,11 @@ std::vector<float> runGemmKernel(const Policy &policy, Role role) {
     if (!argument)
       argument = order[next++];
   arguments.push_back(&cPtr);
-  packed(arguments.data());
+  int64_t part = 0;
+  arguments.push_back(&part);
+  arguments.push_back(&parts);
+  for (; part < parts; ++part)
+    packed(arguments.data());
   return result;
 }
 
@@ -551,6 +558,8 @@ TEST_P(CpuGemmTest, MatchesTheDefinedArithmeticAndTheReference) {
 
   // Bit for bit: the same quantized codes and the same fp32 order.
   EXPECT_TRUE(sameFloats(expected.chunked, actual));
+  // Whatever the split of the result rows among calls.
+  EXPECT_TRUE(sameFloats(actual, runGemmKernel(policy, role, /*parts=*/3)));
 
   // Within the documented bound of the fp64 product of the same quantized
   // operands (numerics::referenceGemm).
@@ -647,8 +656,17 @@ TEST(CpuGemmKernels, OddShapesTakeTheRemainderPaths) {
   auto b = describe<float, 2>(wData.data(), {n, k});
   auto c = describe<float, 2>(result.data(), {m, n});
   void *aPtr = &a, *bPtr = &b, *cPtr = &c;
-  void *arguments[] = {&aPtr, &bPtr, &cPtr};
+  int64_t part = 0, parts = 1;
+  void *arguments[] = {&aPtr, &bPtr, &cPtr, &part, &parts};
   packed(arguments);
+  // In three parts (5 row groups: 1 + 2 + 2, the 2 rows after them in the
+  // last part), the same bits.
+  std::vector<float> whole = result;
+  std::fill(result.begin(), result.end(), kNaN);
+  parts = 3;
+  for (part = 0; part < parts; ++part)
+    packed(arguments);
+  EXPECT_TRUE(sameFloats(whole, result));
   auto bf16 = [](float value) {
     return numerics::decodeBF16(numerics::encodeBF16(value));
   };
