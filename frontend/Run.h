@@ -71,6 +71,9 @@ struct RunConfig {
   int64_t sqnrInterval = -1;
 };
 
+/// The targets a run may name: cpu, sm_90a, gfx950.
+const std::vector<std::string> &knownTargets();
+
 /// `emit --stage=ast` for a run file.
 bool dumpRunAST(DiagnosticEngine &diags, llvm::StringRef path,
                 llvm::raw_ostream &os);

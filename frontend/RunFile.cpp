@@ -388,8 +388,6 @@ bool RunParser::parseSequence(TokenKind close, RunExpr &expr, bool isCall) {
 // Checker
 //===----------------------------------------------------------------------===//
 
-const std::vector<std::string> kTargets = {"cpu", "sm_90a", "gfx950"};
-
 /// Where the settings that are not top-level keys live, for hints.
 const std::pair<const char *, const char *> kArgumentHomes[] = {
     {"lr", "optimizer = adamw(lr = 3e-4)"},
@@ -889,8 +887,8 @@ std::optional<RunConfig> RunChecker::check() {
                             value.describe());
            return;
          }
-         if (!llvm::is_contained(kTargets, value.text)) {
-           std::string best = closestName(value.text, kTargets);
+         if (!llvm::is_contained(knownTargets(), value.text)) {
+           std::string best = closestName(value.text, knownTargets());
            error(value,
                  "unknown target '" + value.text + "'" +
                      (best.empty() ? std::string()
@@ -1064,4 +1062,9 @@ bool tetra::frontend::dumpRunAST(DiagnosticEngine &diags, llvm::StringRef path,
     printSettings(file.settings, 1, diags.getSourceMgr(), os);
   }
   return ok;
+}
+
+const std::vector<std::string> &tetra::frontend::knownTargets() {
+  static const std::vector<std::string> targets = {"cpu", "sm_90a", "gfx950"};
+  return targets;
 }

@@ -12,6 +12,7 @@
 #include "lowering/BuildSchedule.h"
 
 #include "dialect/TetraOps.h"
+#include "lowering/NumericsOf.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -90,28 +91,15 @@ private:
 std::optional<schedule::QuantizedOperand>
 describeOperand(KernelOp kernel, Value value, OperandQuantAttr quant,
                 unsigned axis, StringRef name, ArrayRef<int> argumentOfInput) {
-  numerics::OperandQuantization q;
+  numerics::Rotation rotation;
   uint32_t tensorId = 0;
-  while (true) {
-    if (auto argument = dyn_cast<BlockArgument>(value)) {
-      if (argument.getOwner()->getParentOp() != kernel.getOperation())
-        return std::nullopt;
-      value = argument;
-      break;
-    }
+  while (!isa<BlockArgument>(value)) {
     Operation *def = value.getDefiningOp();
     if (auto quantize = dyn_cast<QuantizeOp>(def)) {
       tensorId = static_cast<uint32_t>(quantize.getTensorId());
       value = quantize.getInput();
     } else if (auto rotate = dyn_cast<RotateOp>(def)) {
-      RotationAttr rotation = rotate.getRotation();
-      q.rotation.kind = static_cast<numerics::RotationKind>(
-          static_cast<int>(rotation.getKind()));
-      q.rotation.blockSize = static_cast<int>(rotation.getBlockSize());
-      q.rotation.schedule = rotation.getSchedule() == SignSchedule::PerStep
-                                ? numerics::SignSchedule::PerStep
-                                : numerics::SignSchedule::Fixed;
-      q.rotation.seed = rotation.getSeed();
+      rotation = numericsOf(rotate.getRotation());
       value = rotate.getInput();
     } else if (isa<arith::ExtFOp, arith::TruncFOp>(def)) {
       value = def->getOperand(0);
@@ -119,49 +107,16 @@ describeOperand(KernelOp kernel, Value value, OperandQuantAttr quant,
       return std::nullopt;
     }
   }
-  switch (quant.getFormat()) {
-  case ElementFormat::E2M1:
-    q.format.element = numerics::ElementFormat::E2M1;
-    break;
-  case ElementFormat::E4M3:
-    q.format.element = numerics::ElementFormat::E4M3;
-    break;
-  case ElementFormat::E5M2:
-    q.format.element = numerics::ElementFormat::E5M2;
-    break;
-  case ElementFormat::BF16:
-    q.format.element = numerics::ElementFormat::BF16;
-    break;
-  case ElementFormat::F32:
-    q.format.element = numerics::ElementFormat::F32;
-    if (q.rotation.kind == numerics::RotationKind::None)
-      return std::nullopt;
-    break;
-  }
-  switch (quant.getRounding()) {
-  case Rounding::NearestEven:
-    q.format.rounding = numerics::Rounding::NearestEven;
-    break;
-  case Rounding::NearestAway:
-    q.format.rounding = numerics::Rounding::NearestAway;
-    break;
-  case Rounding::Stochastic:
-    q.format.rounding = numerics::Rounding::Stochastic;
-    break;
-  }
-  if (BlockScaleAttr scale = quant.getBlockScale()) {
-    q.format.scaling.blockSize = static_cast<int>(scale.getBlockSize());
-    q.format.scaling.scaleFormat = scale.getScaleFormat() == ScaleFormat::E4M3
-                                       ? numerics::ScaleFormat::E4M3
-                                       : numerics::ScaleFormat::E8M0;
-    q.format.scaling.rule =
-        static_cast<numerics::ScaleRule>(static_cast<int>(scale.getRule()));
-  } else {
-    q.format.scaling.blockSize = 1;
-  }
+  auto argument = cast<BlockArgument>(value);
+  if (argument.getOwner()->getParentOp() != kernel.getOperation())
+    return std::nullopt;
+  numerics::OperandQuantization q{blockFormatOf(quant), rotation};
+  if (q.format.element == numerics::ElementFormat::F32 &&
+      rotation.kind == numerics::RotationKind::None)
+    return std::nullopt;
   schedule::QuantizedOperand operand;
   operand.name = name.str();
-  operand.argument = argumentOfInput[cast<BlockArgument>(value).getArgNumber()];
+  operand.argument = argumentOfInput[argument.getArgNumber()];
   ArrayRef<int64_t> shape = cast<RankedTensorType>(value.getType()).getShape();
   operand.shape.assign(shape.begin(), shape.end());
   operand.axis = static_cast<int>(axis);
@@ -342,8 +297,12 @@ FailureOr<int> ScheduleBuilder::bufferOf(Value value) {
 void ScheduleBuilder::launch(Operation *op, StringRef kernel,
                              std::vector<int> operands,
                              std::vector<Scalar> scalars) {
-  result.launches.push_back(
-      {kernel.str(), std::move(operands), std::move(scalars), originOf(op)});
+  Launch launch;
+  launch.kernel = kernel.str();
+  launch.buffers = std::move(operands);
+  launch.scalars = std::move(scalars);
+  launch.origin = originOf(op);
+  result.launches.push_back(std::move(launch));
 }
 
 LogicalResult ScheduleBuilder::schedule(Operation *op) {
@@ -820,12 +779,10 @@ LogicalResult ScheduleBuilder::beginOptimizer() {
           newBuffer(name, BufferRole::Gradient, gradient.getType());
       if (failed(sum))
         return failure();
-      result.launches.push_back(
-          {"accumulate_gradient",
-           {*sum, *source},
-           {Scalar::integer(result.buffers[*sum].numElements()),
-            Scalar::real(1.0), Scalar::integer(0)},
-           "accumulate_gradient " + name});
+      launch(adamw, "accumulate_gradient", {*sum, *source},
+             {Scalar::integer(result.buffers[*sum].numElements()),
+              Scalar::real(1.0), Scalar::integer(0)});
+      result.launches.back().origin = "accumulate_gradient " + name;
       result.launches.back().boundScalars = {{1, "grad_scale"},
                                              {2, "micro_batch"}};
       buffers[gradient] = *sum;

@@ -16,6 +16,7 @@
 #include "lowering/QuantizationPasses.h"
 
 #include "dialect/TetraOps.h"
+#include "lowering/NumericsOf.h"
 #include "runtime/numerics/BlockQuantize.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -78,22 +79,6 @@ FormatConstants constantsOf(numerics::ElementFormat format) {
   constants.maxSignificand =
       (numerics::floatBits(spec.maxFinite) & 0x7FFFFF) | 0x800000;
   return constants;
-}
-
-numerics::ElementFormat toNumerics(ElementFormat format) {
-  switch (format) {
-  case ElementFormat::E2M1:
-    return numerics::ElementFormat::E2M1;
-  case ElementFormat::E4M3:
-    return numerics::ElementFormat::E4M3;
-  case ElementFormat::E5M2:
-    return numerics::ElementFormat::E5M2;
-  case ElementFormat::BF16:
-    return numerics::ElementFormat::BF16;
-  case ElementFormat::F32:
-    return numerics::ElementFormat::F32;
-  }
-  llvm_unreachable("unknown element format");
 }
 
 /// numerics' kRotationSignsTensorId: the stream random Hadamard signs use.
@@ -702,7 +687,7 @@ LogicalResult KernelLowering::lowerRotate(RotateOp op) {
 
 LogicalResult KernelLowering::lowerQuantize(QuantizeOp op) {
   OperandQuantAttr quant = op.getQuant();
-  const FormatConstants element = constantsOf(toNumerics(quant.getFormat()));
+  const FormatConstants element = constantsOf(numericsOf(quant.getFormat()));
   const bool nvfp4 =
       quant.getBlockScale().getScaleFormat() == ScaleFormat::E4M3;
   const int64_t blockSize = quant.getBlockSize();
@@ -834,7 +819,7 @@ void KernelLowering::dequantizeInto(const Buffer &codes, const Buffer &scales,
                                     std::optional<Buffer> tensorScale,
                                     int64_t axis, OperandQuantAttr quant,
                                     const Buffer &out) {
-  const FormatConstants element = constantsOf(toNumerics(quant.getFormat()));
+  const FormatConstants element = constantsOf(numericsOf(quant.getFormat()));
   static const FormatConstants e4m3 =
       constantsOf(numerics::ElementFormat::E4M3);
   const int64_t blockSize = quant.getBlockSize();

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace tetra::backend {
@@ -57,6 +58,21 @@ private:
   DeviceAddress address_ = 0;
   size_t size_ = 0;
 };
+
+/// Whether `buffer` lies inside one of `allocations` (base address ->
+/// bytes), as a backend checks every buffer a call names; an empty buffer
+/// always does.
+inline bool insideAllocation(const std::map<DeviceAddress, size_t> &allocations,
+                             Buffer buffer) {
+  if (buffer.empty())
+    return true;
+  auto it = allocations.upper_bound(buffer.address());
+  if (it == allocations.begin())
+    return false;
+  --it;
+  const DeviceAddress offset = buffer.address() - it->first;
+  return offset <= it->second && buffer.size() <= it->second - offset;
+}
 
 } // namespace tetra::backend
 

@@ -78,14 +78,7 @@ io::Status CpuBackend::free(Buffer buffer) {
 }
 
 bool CpuBackend::isLive(Buffer buffer) const {
-  if (buffer.empty())
-    return true;
-  auto it = allocations_.upper_bound(buffer.address());
-  if (it == allocations_.begin())
-    return false;
-  --it;
-  const DeviceAddress offset = buffer.address() - it->first;
-  return offset <= it->second && buffer.size() <= it->second - offset;
+  return insideAllocation(allocations_, buffer);
 }
 
 io::Error CpuBackend::notLive(Buffer buffer, const std::string &what) {

@@ -184,20 +184,9 @@ std::string CudaBackend::description() const {
          std::to_string(driverVersion_ % 1000 / 10) + ")";
 }
 
-bool CudaBackend::isLive(Buffer buffer) const {
-  if (buffer.empty())
-    return true;
-  auto it = allocations_.upper_bound(buffer.address());
-  if (it == allocations_.begin())
-    return false;
-  --it;
-  return buffer.address() >= it->first &&
-         buffer.address() + buffer.size() <= it->first + it->second;
-}
-
 io::Status CudaBackend::checkLive(Buffer buffer, const char *what) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (isLive(buffer))
+  if (insideAllocation(allocations_, buffer))
     return io::success();
   return io::Error(std::string(what) + ": " + std::to_string(buffer.size()) +
                    " bytes at 0x" +

@@ -73,8 +73,6 @@ private:
   /// The error for a failed driver call: "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY
   /// (out of memory)".
   io::Error driverError(const char *call, int result) const;
-  /// Requires mutex_: whether `buffer` lies inside a live allocation.
-  bool isLive(Buffer buffer) const;
   io::Status checkLive(Buffer buffer, const char *what) const;
 
   std::unique_ptr<CudaDriver> driver_;
@@ -86,8 +84,8 @@ private:
   int driverVersion_ = 0;
 
   mutable std::mutex mutex_;
-  std::map<uint64_t, size_t> allocations_;  ///< address -> bytes
-  std::map<uint64_t, std::string> modules_; ///< CUmodule -> name
+  std::map<DeviceAddress, size_t> allocations_; ///< address -> bytes
+  std::map<uint64_t, std::string> modules_;     ///< CUmodule -> name
 };
 
 } // namespace tetra::backend

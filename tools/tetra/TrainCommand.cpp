@@ -98,8 +98,7 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
         return usageError("--checkpoint-every takes a positive number");
     } else if (arg == "--target") {
       if (!value(targetOverride) ||
-          (targetOverride != "cpu" && targetOverride != "sm_90a" &&
-           targetOverride != "gfx950"))
+          !llvm::is_contained(frontend::knownTargets(), targetOverride))
         return usageError("--target takes cpu, sm_90a or gfx950");
     } else if (arg == "--policy") {
       if (!value(policyOverride))
@@ -327,18 +326,17 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
                                        : (*trainer)->resume(resumeDir);
   if (!ready)
     return fail(ready.error().message());
-  std::printf("run %s: model %s (%lld parameters), policy %s, %lld steps of "
-              "%lld tokens on %s (%lld micro-batch%s of %lld x %lld per "
-              "step)\n",
-              run->name.c_str(), model->name.c_str(),
-              static_cast<long long>(model->parameterCount()),
-              policy->name.c_str(), static_cast<long long>(steps),
-              static_cast<long long>(tokensPerStep),
-              (*cpu)->description().c_str(),
-              static_cast<long long>(run->accumulation),
-              run->accumulation == 1 ? "" : "es",
-              static_cast<long long>(run->microBatch),
-              static_cast<long long>(run->seqLen));
+  std::printf(
+      "run %s: model %s (%lld parameters), policy %s, %lld steps of "
+      "%lld tokens on %s (%lld micro-batch%s of %lld x %lld per "
+      "step)\n",
+      run->name.c_str(), model->name.c_str(),
+      static_cast<long long>(model->parameterCount()), policy->name.c_str(),
+      static_cast<long long>(steps), static_cast<long long>(tokensPerStep),
+      (*cpu)->description().c_str(), static_cast<long long>(run->accumulation),
+      run->accumulation == 1 ? "" : "es",
+      static_cast<long long>(run->microBatch),
+      static_cast<long long>(run->seqLen));
   io::Expected<trainer::TrainingSummary> summary = (*trainer)->train();
   if (!summary)
     return fail(summary.error().message());
