@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/TetraDialect.h"
 #include "frontend/Frontend.h"
 #include "frontend/MLIRGen.h"
 #include "lowering/BuildSchedule.h"
@@ -20,6 +21,7 @@
 #include "runtime/schedule/Executor.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/SourceMgr.h"
@@ -746,3 +748,33 @@ TEST(CompiledStep, ElementwiseGradientsMatchFiniteDifferences) {
 }
 
 } // namespace
+
+/// The schedule's phases need the optimizer last: an op after AdamW is
+/// refused at its location, not scheduled into the update phase.
+TEST(CompiledStep, AnOpAfterTheOptimizerIsRefused) {
+  mlir::MLIRContext context;
+  context.loadDialect<TetraDialect, mlir::func::FuncDialect>();
+  std::string message, location;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    message = d.str();
+    llvm::raw_string_ostream os(location);
+    os << d.getLocation();
+    return mlir::success();
+  });
+  const char *source = R"(
+func.func @train_step(%p: tensor<4xf32> {tetra.param = "p"}, %m: tensor<4xf32> {tetra.adam_m = "p"}, %v: tensor<4xf32> {tetra.adam_v = "p"}, %g: tensor<4xf32> {tetra.input = "g"}, %step: i64 {tetra.step}, %lr: f32 {tetra.lr}) -> (tensor<4xf32>, tensor<4xf32>) {
+  %np, %nm, %nv = tetra.adamw %p, %g, %m, %v, %step, %lr beta1 0.9 beta2 0.95 eps 1.0e-08 weight_decay 0.0 : tensor<4xf32>
+  %late = tetra.add %np, %g : tensor<4xf32> loc("late.tetra":3:7)
+  return %np, %late : tensor<4xf32>, tensor<4xf32>
+}
+)";
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(source, &context);
+  ASSERT_TRUE(module);
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  ASSERT_TRUE(step);
+  EXPECT_TRUE(mlir::failed(buildSchedule(step)));
+  EXPECT_EQ(message, "comes after the optimizer began; a training step's "
+                     "norm, clipping and AdamW must come last");
+  EXPECT_EQ(location, "loc(\"late.tetra\":3:7)");
+}
