@@ -51,7 +51,10 @@ private:
               std::vector<Scalar> scalars);
   std::string originOf(Operation *op);
 
-  LogicalResult scheduleTrainingOp(Operation *op, bool &handled);
+  /// Schedules `op` if it is one of the training ops (gradients, optimizer):
+  /// true when it was, false when `op` is not one of them (the caller
+  /// schedules it), failure when it is one and could not be scheduled.
+  FailureOr<bool> scheduleTrainingOp(Operation *op);
   /// At the first optimizer op: ends the gradient phase (after the
   /// accumulate launches when gradients are accumulated).
   LogicalResult beginOptimizer();
@@ -338,9 +341,11 @@ LogicalResult ScheduleBuilder::schedule(Operation *op) {
     return failure();
   if (isa<ClipByNormOp, AdamWOp>(op) && result.phases.updateBegin < 0)
     result.phases.updateBegin = static_cast<int>(result.launches.size());
-  bool handled = false;
-  if (failed(scheduleTrainingOp(op, handled)) || handled)
-    return failure(!handled);
+  FailureOr<bool> trainingOp = scheduleTrainingOp(op);
+  if (failed(trainingOp))
+    return failure();
+  if (*trainingOp)
+    return success();
 
   SmallVector<int> in;
   for (Value operand : op->getOperands()) {
@@ -532,9 +537,7 @@ FailureOr<int> ScheduleBuilder::crossEntropyLseFor(Operation *op, Value logits,
   return savedLse[{logits, targets}] = lse;
 }
 
-LogicalResult ScheduleBuilder::scheduleTrainingOp(Operation *op,
-                                                  bool &handled) {
-  handled = true;
+FailureOr<bool> ScheduleBuilder::scheduleTrainingOp(Operation *op) {
   auto i64 = [](int64_t value) { return Scalar::integer(value); };
   auto f64 = [](double value) { return Scalar::real(value); };
   auto shapeOf = [](Value value) {
@@ -577,7 +580,7 @@ LogicalResult ScheduleBuilder::scheduleTrainingOp(Operation *op,
       gradient.role = BufferRole::Output;
       gradient.name = "grad." + result.buffers[(*args)[0]].name;
     }
-    return success();
+    return true;
   }
   if (auto kernel = dyn_cast<KernelOp>(op)) {
     // A compiled kernel: tensor inputs then results as buffers, the seed
@@ -609,7 +612,7 @@ LogicalResult ScheduleBuilder::scheduleTrainingOp(Operation *op,
     launch(op, kernel.getKernelName(), args, scalars);
     result.launches.back().boundScalars = bound;
     result.launches.back().gemm = describeGemm(kernel, argumentOfInput);
-    return success();
+    return true;
   }
   if (auto clip = dyn_cast<ClipByNormOp>(op)) {
     if (failed(aliasInPlace(op, clip.getGrad(), clip.getResult())))
@@ -621,7 +624,7 @@ LogicalResult ScheduleBuilder::scheduleTrainingOp(Operation *op,
     launch(op, "clip_by_global_norm", *args,
            {f64(clip.getMaxNorm().convertToDouble()),
             i64(result.buffers[(*args)[1]].numElements())});
-    return success();
+    return true;
   }
   if (auto norm = dyn_cast<GlobalNormOp>(op)) {
     FailureOr<int> out = bufferOf(norm.getNorm());
@@ -635,7 +638,7 @@ LogicalResult ScheduleBuilder::scheduleTrainingOp(Operation *op,
       counts.push_back(i64(result.buffers[input].numElements()));
     }
     launch(op, "global_norm", args, counts);
-    return success();
+    return true;
   }
 
   // The rest write fresh results.
@@ -648,7 +651,9 @@ LogicalResult ScheduleBuilder::scheduleTrainingOp(Operation *op,
     in->insert(in->end(), out->begin(), out->end());
     return in;
   };
-  return TypeSwitch<Operation *, LogicalResult>(op)
+  bool isTrainingOp = true;
+  LogicalResult scheduled =
+      TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](MatmulOp matmul) -> LogicalResult {
         if (!isPlainF32(matmul.getGemmPolicy()))
           return op->emitError("a quantized matmul reaches the schedule: "
@@ -758,9 +763,12 @@ LogicalResult ScheduleBuilder::scheduleTrainingOp(Operation *op,
         return success();
       })
       .Default([&](Operation *) {
-        handled = false;
+        isTrainingOp = false;
         return success();
       });
+  if (failed(scheduled))
+    return failure();
+  return isTrainingOp;
 }
 
 LogicalResult ScheduleBuilder::beginOptimizer() {

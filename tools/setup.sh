@@ -9,7 +9,7 @@ packages=(
   clang-22 lld-22 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libgtest-dev
   zlib1g-dev  # gzip data and text files, CRC-32: runtime/data, checkpoint, tokenizer
-  libpcre2-dev  # runtime/tokenizer: pre-tokenization regexes
+  libpcre2-dev pkg-config  # runtime/tokenizer: pre-tokenization regexes (found through pkg-config)
   libclang-rt-22-dev  # libFuzzer and the sanitizers: tools/tetra-fuzz-frontend
 )
 

@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -25,6 +28,18 @@ namespace {
 
 const char kPrefixM[] = "optimizer.m.";
 const char kPrefixV[] = "optimizer.v.";
+
+/// "step_00000100.safetensors" (any number of digits).
+bool isCheckpointFileName(const std::string &name) {
+  const std::string prefix = "step_", suffix = ".safetensors";
+  if (name.size() <= prefix.size() + suffix.size() ||
+      name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  return std::all_of(name.begin() + prefix.size(),
+                     name.end() - suffix.size(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
 
 std::string hex32(uint32_t value) {
   char text[9];
@@ -160,6 +175,10 @@ Expected<std::string> saveCheckpoint(const std::string &directory,
   writer.setMetadata("seed", std::to_string(state.seed));
   writer.setMetadata("rng_state", state.rngState);
   writer.setMetadata("data_position", state.dataPosition);
+  writer.setMetadata("run", state.run);
+  char elapsed[32];
+  std::snprintf(elapsed, sizeof(elapsed), "%.17g", state.elapsedSeconds);
+  writer.setMetadata("elapsed_s", elapsed);
   writer.setMetadata("checksum", hex32(checksumNamed(std::move(named))));
 
   std::string name = checkpointFileName(state.step);
@@ -208,6 +227,15 @@ Expected<TrainingState> loadCheckpoint(const std::string &path,
     return Error(path + ": bad step \"" + step + "\"");
   if (!parseU64(seed, state.seed))
     return Error(path + ": bad seed \"" + seed + "\"");
+  if (auto run = meta.find("run"); run != meta.end())
+    state.run = run->second;
+  if (auto elapsed = meta.find("elapsed_s"); elapsed != meta.end()) {
+    char *end = nullptr;
+    state.elapsedSeconds = std::strtod(elapsed->second.c_str(), &end);
+    if (elapsed->second.empty() || *end != '\0' ||
+        !std::isfinite(state.elapsedSeconds) || state.elapsedSeconds < 0)
+      return Error(path + ": bad elapsed_s \"" + elapsed->second + "\"");
+  }
 
   std::vector<Tensor> stored;
   stored.reserve(file->tensors().size());
@@ -295,6 +323,38 @@ Expected<std::string> latestCheckpoint(const std::string &directory) {
       name.find('\n') != std::string::npos)
     return Error(pointer + ": does not name a checkpoint file in " + directory);
   return joinPath(directory, name);
+}
+
+bool holdsCheckpoints(const std::string &directory) {
+  std::error_code error;
+  for (const auto &entry :
+       std::filesystem::directory_iterator(directory, error)) {
+    std::string name = entry.path().filename().string();
+    if (name == "latest" || isCheckpointFileName(name))
+      return true;
+  }
+  return false;
+}
+
+Status removeCheckpoints(const std::string &directory) {
+  std::error_code error;
+  std::vector<std::filesystem::path> doomed;
+  for (const auto &entry :
+       std::filesystem::directory_iterator(directory, error)) {
+    std::string name = entry.path().filename().string();
+    if (name == "latest" || isCheckpointFileName(name))
+      doomed.push_back(entry.path());
+  }
+  if (error && error != std::errc::no_such_file_or_directory)
+    return Error("cannot list '" + directory + "': " + error.message());
+  // The pointer first: a directory never points at a removed file.
+  std::sort(doomed.begin(), doomed.end(), [](const auto &a, const auto &b) {
+    return (a.filename() == "latest") > (b.filename() == "latest");
+  });
+  for (const std::filesystem::path &path : doomed)
+    if (!std::filesystem::remove(path, error))
+      return Error("cannot remove '" + path.string() + "': " + error.message());
+  return io::success();
 }
 
 Expected<TrainingState> loadLatestCheckpoint(const std::string &directory,

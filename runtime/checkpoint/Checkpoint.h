@@ -14,6 +14,9 @@
 //     seed            decimal (u64)
 //     rng_state       opaque string (the trainer's)
 //     data_position   data::DataPosition::serialize(), or "" (opaque here)
+//     run             the run's name (optional: "" when absent)
+//     elapsed_s       seconds trained up to this step, across resumes
+//                     (optional: 0 when absent)
 //     checksum        CRC-32 (zlib) as 8 hex digits, over every tensor in
 //                     name order: its name, a NUL, its dtype name, a NUL,
 //                     its shape as text, a NUL, its bytes
@@ -64,6 +67,8 @@ struct TrainingState {
   uint64_t seed = 0;
   std::string rngState;
   std::string dataPosition;
+  std::string run;            ///< The run's name ("tiny_c4_cpu/bf16").
+  double elapsedSeconds = 0; ///< Training time up to `step`, across resumes.
   std::vector<Tensor> parameters;   ///< names as in the model
   std::vector<Tensor> optimizerM;   ///< named like the parameter (no prefix)
   std::vector<Tensor> optimizerV;
@@ -105,6 +110,14 @@ io::Expected<TrainingState> loadCheckpoint(const std::string &path,
 
 /// The path DIR/latest points at.
 io::Expected<std::string> latestCheckpoint(const std::string &directory);
+
+/// Whether `directory` holds checkpoints: a `latest` pointer or any
+/// step_*.safetensors file.
+bool holdsCheckpoints(const std::string &directory);
+
+/// Removes the checkpoints of `directory` (its step_*.safetensors files and
+/// `latest`), leaving every other file.
+io::Status removeCheckpoints(const std::string &directory);
 
 /// loadCheckpoint(latestCheckpoint(directory)).
 io::Expected<TrainingState>

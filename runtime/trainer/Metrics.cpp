@@ -2,23 +2,86 @@
 
 #include "runtime/trainer/Metrics.h"
 
+#include "runtime/io/AtomicFile.h"
 #include "runtime/io/Json.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace tetra;
 using namespace tetra::trainer;
 
-io::Expected<MetricsWriter> MetricsWriter::open(const std::string &path,
-                                                std::string run) {
-  std::FILE *file = std::fopen(path.c_str(), "a");
+namespace {
+
+io::Expected<std::FILE *> openFile(const std::string &path, const char *mode) {
+  std::FILE *file = std::fopen(path.c_str(), mode);
   if (!file)
     return io::Error("cannot open metrics file '" + path +
                      "': " + std::strerror(errno));
-  return MetricsWriter(file, std::move(run));
+  return file;
+}
+
+} // namespace
+
+io::Expected<MetricsWriter> MetricsWriter::create(const std::string &path,
+                                                  std::string run) {
+  struct stat info;
+  if (stat(path.c_str(), &info) == 0 && info.st_size > 0)
+    return io::Error("'" + path +
+                     "' already holds another run's metrics; a fresh run "
+                     "does not replace them");
+  io::Expected<std::FILE *> file = openFile(path, "w");
+  if (!file)
+    return file.error();
+  return MetricsWriter(*file, std::move(run));
+}
+
+io::Expected<MetricsWriter> MetricsWriter::resume(const std::string &path,
+                                                  std::string run,
+                                                  int64_t step) {
+  std::ifstream in(path, std::ios::binary);
+  if (in) {
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string all = text.str(), kept;
+    size_t begin = 0;
+    for (int line = 1; begin < all.size(); ++line) {
+      size_t end = all.find('\n', begin);
+      bool terminated = end != std::string::npos;
+      std::string_view record(all.data() + begin,
+                              (terminated ? end : all.size()) - begin);
+      begin = terminated ? end + 1 : all.size();
+      io::Expected<io::JsonValue> parsed = io::parseJson(record);
+      const io::JsonValue *logged = parsed ? parsed->find("step") : nullptr;
+      if (!logged || !logged->isInteger()) {
+        // A line cut short by a killed process is its last: drop it.
+        if (!terminated)
+          break;
+        return io::Error(path + ":" + std::to_string(line) +
+                         ": not a metrics record (" +
+                         (parsed ? std::string("no integer \"step\"")
+                                 : parsed.error().message()) +
+                         "); the file is left as it was");
+      }
+      if (logged->asInt64() <= step) {
+        kept.append(record);
+        kept += '\n';
+      }
+    }
+    if (kept.size() != all.size())
+      if (io::Status written = io::writeFileAtomically(path, kept); !written)
+        return written.error();
+  }
+  io::Expected<std::FILE *> file = openFile(path, "a");
+  if (!file)
+    return file.error();
+  return MetricsWriter(*file, std::move(run));
 }
 
 MetricsWriter::MetricsWriter(MetricsWriter &&other) noexcept
@@ -79,7 +142,7 @@ io::Status MetricsWriter::write(const StepRecord &record) {
 }
 
 std::string tetra::trainer::progressLine(const StepRecord &record,
-                                         int64_t totalSteps) {
+                                         const Progress &progress) {
   char text[256];
   double rate = record.tokensPerSecond;
   const char *unit = "";
@@ -90,16 +153,22 @@ std::string tetra::trainer::progressLine(const StepRecord &record,
     rate /= 1e3;
     unit = "k";
   }
-  double perStep = record.step > 0 ? record.elapsedSeconds / record.step : 0;
-  int64_t eta = static_cast<int64_t>(
-      std::lround(perStep * static_cast<double>(totalSteps - record.step)));
+  double perStep = progress.stepsRun > 0
+                       ? progress.secondsRun / progress.stepsRun
+                       : 0;
+  int64_t eta = static_cast<int64_t>(std::lround(
+      perStep *
+      static_cast<double>(std::max<int64_t>(0, progress.stopStep - record.step))));
   int written = std::snprintf(
       text, sizeof(text),
       "step %lld/%lld | loss %.4f | lr %.2e | %.1f%s tok/s | ETA %lld:%02lld",
-      static_cast<long long>(record.step), static_cast<long long>(totalSteps),
-      record.loss, record.lr, rate, unit, static_cast<long long>(eta / 60),
+      static_cast<long long>(record.step),
+      static_cast<long long>(progress.totalSteps), record.loss, record.lr,
+      rate, unit, static_cast<long long>(eta / 60),
       static_cast<long long>(eta % 60));
   std::string line(text, written > 0 ? static_cast<size_t>(written) : 0);
+  if (progress.stopStep < progress.totalSteps)
+    line += " to step " + std::to_string(progress.stopStep);
   if (record.evalLoss) {
     std::snprintf(text, sizeof(text), " | eval %.4f", *record.evalLoss);
     line += text;
@@ -107,15 +176,17 @@ std::string tetra::trainer::progressLine(const StepRecord &record,
   return line;
 }
 
-void tetra::trainer::printProgress(const StepRecord &record, int64_t totalSteps,
-                                   int64_t interval, std::FILE *out) {
-  bool last = record.step == totalSteps;
+void tetra::trainer::printProgress(const StepRecord &record,
+                                   const Progress &progress, int64_t interval,
+                                   bool last, std::FILE *out) {
   if (isatty(fileno(out))) {
-    std::fprintf(out, "\r\033[K%s%s", progressLine(record, totalSteps).c_str(),
+    std::fprintf(out, "\r\033[K%s%s", progressLine(record, progress).c_str(),
                  last ? "\n" : "");
     std::fflush(out);
     return;
   }
-  if (last || interval <= 1 || record.step % interval == 0 || record.evalLoss)
-    std::fprintf(out, "%s\n", progressLine(record, totalSteps).c_str());
+  if (last || interval <= 1 || record.step % interval == 0 || record.evalLoss) {
+    std::fprintf(out, "%s\n", progressLine(record, progress).c_str());
+    std::fflush(out);
+  }
 }

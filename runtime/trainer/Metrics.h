@@ -4,8 +4,11 @@
 // logged step ({"run", "step", "loss", "lr", "grad_norm", "tokens_per_s",
 // "elapsed_s", "eval_loss" on evaluation steps, and "sqnr_db" on steps that
 // measured the quantizers: {"fprop.x": 18.2, ...}), flushed line by line
-// so that `tetra plot` can draw a run while it trains. Also the progress
-// line: rewritten in place on a terminal, plain lines otherwise.
+// so that `tetra plot` can draw a run while it trains. The file reads as one
+// uninterrupted run: a fresh run starts it (and refuses to replace another
+// run's), a resumed one first drops the lines logged after its checkpoint.
+// Also the progress line: rewritten in place on a terminal, plain lines
+// otherwise.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,9 +40,15 @@ struct StepRecord {
 
 class MetricsWriter {
 public:
-  /// Opens (appending, for a resumed run) `path`.
-  static io::Expected<MetricsWriter> open(const std::string &path,
-                                          std::string run);
+  /// Starts `path` for a fresh run: an error if it holds lines already (an
+  /// empty file is replaced).
+  static io::Expected<MetricsWriter> create(const std::string &path,
+                                            std::string run);
+  /// Continues `path` for a run resumed after step `step`: the lines of
+  /// later steps (logged before an interruption, and about to be logged
+  /// again) are dropped first, atomically; a missing file is started.
+  static io::Expected<MetricsWriter> resume(const std::string &path,
+                                            std::string run, int64_t step);
   MetricsWriter(MetricsWriter &&other) noexcept;
   ~MetricsWriter();
 
@@ -52,13 +61,27 @@ private:
   std::string run_;
 };
 
-/// "step 120/200 | loss 3.4121 | lr 8.10e-04 | 15.3k tok/s | ETA 0:42".
-std::string progressLine(const StepRecord &record, int64_t totalSteps);
+/// Where a run stands, for its progress line.
+struct Progress {
+  int64_t totalSteps = 0; ///< The run's steps.
+  int64_t stopStep = 0;   ///< Where this process stops (--until, else total).
+  /// The steps this process has run and the seconds they took: the ETA
+  /// extrapolates them to `stopStep` (a resumed run's earlier steps, run at
+  /// another time or on another machine, do not count).
+  int64_t stepsRun = 0;
+  double secondsRun = 0;
+};
+
+/// "step 120/200 | loss 3.4121 | lr 8.10e-04 | 15.3k tok/s | ETA 0:42"
+/// (", ETA 0:12 to step 150" when the process stops before the run ends).
+std::string progressLine(const StepRecord &record, const Progress &progress);
 
 /// Prints the progress line: in place ("\r", no newline) on a terminal,
-/// else as a plain line every `interval` steps (and the last).
-void printProgress(const StepRecord &record, int64_t totalSteps,
-                   int64_t interval, std::FILE *out = stdout);
+/// else as a plain line every `interval` steps. The `last` line of the
+/// process (the stop step, or an interruption) is always printed and ends
+/// with a newline.
+void printProgress(const StepRecord &record, const Progress &progress,
+                   int64_t interval, bool last, std::FILE *out = stdout);
 
 } // namespace tetra::trainer
 

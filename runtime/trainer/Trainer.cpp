@@ -148,6 +148,8 @@ io::Status Trainer::initialize() {
         return s;
   }
   step_ = 0;
+  continuing_ = false;
+  elapsedBefore_ = 0;
   return io::success();
 }
 
@@ -283,8 +285,10 @@ io::Expected<Trainer::StepOutcome> Trainer::runStep(int64_t step, double lr,
   return outcome;
 }
 
-io::Status Trainer::saveCheckpoint() {
+io::Expected<std::string> Trainer::saveCheckpoint(double elapsedSeconds) {
   checkpoint::TrainingState state;
+  state.run = config_.run;
+  state.elapsedSeconds = elapsedSeconds;
   state.model = config_.model;
   state.policy = config_.policy;
   state.step = step_;
@@ -305,11 +309,7 @@ io::Status Trainer::saveCheckpoint() {
       std::memcpy(tensor.bytes.data(), values->data(), tensor.bytes.size());
       lists[list]->push_back(std::move(tensor));
     }
-  io::Expected<std::string> path =
-      checkpoint::saveCheckpoint(config_.checkpointDir, state);
-  if (!path)
-    return path.error();
-  return io::success();
+  return checkpoint::saveCheckpoint(config_.checkpointDir, state);
 }
 
 io::Status Trainer::resume(const std::string &directory) {
@@ -343,6 +343,8 @@ io::Status Trainer::resume(const std::string &directory) {
   if (io::Status restored = train_.restore(*position); !restored)
     return restored;
   step_ = state->step;
+  continuing_ = true;
+  elapsedBefore_ = state->elapsedSeconds;
   return io::success();
 }
 
@@ -350,11 +352,14 @@ io::Expected<TrainingSummary> Trainer::train() {
   std::optional<MetricsWriter> metrics;
   if (!config_.metricsPath.empty()) {
     io::Expected<MetricsWriter> opened =
-        MetricsWriter::open(config_.metricsPath, config_.run);
+        continuing_
+            ? MetricsWriter::resume(config_.metricsPath, config_.run, step_)
+            : MetricsWriter::create(config_.metricsPath, config_.run);
     if (!opened)
       return opened.error();
     metrics.emplace(std::move(*opened));
   }
+  continuing_ = true;
   TrainingSummary summary;
   summary.firstStep = step_ + 1;
   auto start = std::chrono::steady_clock::now();
@@ -363,6 +368,9 @@ io::Expected<TrainingSummary> Trainer::train() {
   int64_t last = config_.stopAfter > 0
                      ? std::min(config_.stopAfter, config_.steps)
                      : config_.steps;
+  Progress progress;
+  progress.totalSteps = config_.steps;
+  progress.stopStep = last;
   while (step_ < last) {
     int64_t step = step_ + 1;
     double lr = config_.lr.at(step);
@@ -381,7 +389,7 @@ io::Expected<TrainingSummary> Trainer::train() {
     record.lr = lr;
     record.gradNorm = outcome->gradNorm;
     record.sqnrDecibels = std::move(outcome->sqnrDecibels);
-    record.elapsedSeconds = seconds;
+    record.elapsedSeconds = elapsedBefore_ + seconds;
     record.tokensPerSecond =
         seconds > 0 ? tokensPerStep * (step - summary.firstStep + 1) / seconds
                     : 0;
@@ -394,20 +402,37 @@ io::Expected<TrainingSummary> Trainer::train() {
       record.evalLoss = *evalLoss;
       summary.evalLoss = *evalLoss;
     }
+    // A stop request is honoured here, between steps: this step is logged
+    // and checkpointed like the last one.
+    bool stopping =
+        step < last && config_.stopRequested && config_.stopRequested();
     if (metrics &&
         (step % std::max<int64_t>(1, config_.logInterval) == 0 ||
-         step == last || record.evalLoss || !record.sqnrDecibels.empty()))
+         step == last || stopping || record.evalLoss ||
+         !record.sqnrDecibels.empty()))
       if (io::Status written = metrics->write(record); !written)
         return written.error();
+    progress.stepsRun = step - summary.firstStep + 1;
+    progress.secondsRun = seconds;
     if (!config_.quiet)
-      printProgress(record, config_.steps, config_.logInterval);
-    if (!config_.checkpointDir.empty() && config_.checkpointInterval > 0 &&
-        (step % config_.checkpointInterval == 0 || step == last))
-      if (io::Status saved = saveCheckpoint(); !saved)
+      printProgress(record, progress, config_.logInterval,
+                    step == last || stopping);
+    bool periodic = config_.checkpointInterval > 0 &&
+                    (step % config_.checkpointInterval == 0 || step == last);
+    if (!config_.checkpointDir.empty() && (periodic || stopping)) {
+      io::Expected<std::string> saved = saveCheckpoint(record.elapsedSeconds);
+      if (!saved)
         return saved.error();
+      summary.checkpoint = *saved;
+    }
     summary.seconds = seconds;
     summary.tokensPerSecond = record.tokensPerSecond;
+    if (stopping) {
+      summary.stopped = true;
+      break;
+    }
   }
+  elapsedBefore_ += summary.seconds;
   summary.lastStep = step_;
   if (!summary.losses.empty()) {
     summary.firstLoss = summary.losses.front();

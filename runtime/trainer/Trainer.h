@@ -24,6 +24,7 @@
 #include "runtime/trainer/LearningRate.h"
 #include "runtime/trainer/Metrics.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -63,6 +64,9 @@ struct TrainerConfig {
   /// learning-rate schedule still spans `steps`.
   int64_t stopAfter = 0;
   bool quiet = false;       ///< No progress line.
+  /// Asked after every step: true stops the run there, with a checkpoint
+  /// (a SIGINT or SIGTERM). Empty: never.
+  std::function<bool()> stopRequested;
   int64_t evalInterval = 0; ///< 0: no evaluation.
   int64_t evalBatches = 1;
 };
@@ -70,8 +74,11 @@ struct TrainerConfig {
 struct TrainingSummary {
   int64_t firstStep = 0, lastStep = 0;
   double firstLoss = 0, lastLoss = 0;
-  double seconds = 0;
+  double seconds = 0; ///< This process's training time.
   double tokensPerSecond = 0;
+  /// Stopped before its last step by `stopRequested`.
+  bool stopped = false;
+  std::string checkpoint; ///< The last checkpoint written, if any.
   std::vector<double> losses;     ///< One per step run.
   std::optional<double> evalLoss; ///< The last evaluation.
 };
@@ -89,10 +96,13 @@ public:
   /// parameter's index: the same on every machine); moments zero.
   io::Status initialize();
   /// Restores the latest checkpoint of `directory`: parameters, moments,
-  /// step and data position. An error (and nothing changed) for a corrupt
-  /// checkpoint or one of another model.
+  /// step, data position and training time. An error (and nothing changed)
+  /// for a corrupt checkpoint or one of another model.
   io::Status resume(const std::string &directory);
-  /// Trains from the current step to config.steps.
+  /// Trains from the current step to config.steps (or config.stopAfter).
+  /// The metrics file is started afresh after initialize() (an error if it
+  /// holds another run's lines) and continued after resume(), without the
+  /// lines logged after the checkpoint.
   io::Expected<TrainingSummary> train();
   /// Evaluation data: every `evalInterval` steps (and at the end) the mean
   /// loss over `evalBatches` batches of it, from its start. The loss is the
@@ -120,7 +130,7 @@ private:
   io::Error locateNonFinite(const std::string &what,
                             const std::vector<data::Batch> &batches);
   io::Status upload(const std::string &name, const void *data, size_t bytes);
-  io::Status saveCheckpoint();
+  io::Expected<std::string> saveCheckpoint(double elapsedSeconds);
   io::Status uploadBatch(const data::Batch &batch);
 
   backend::Backend &backend_;
@@ -130,6 +140,10 @@ private:
   std::unique_ptr<schedule::StepExecutor> executor_;
   std::vector<std::pair<std::string, backend::Buffer>> buffers_;
   int64_t step_ = 0;
+  /// Whether train() continues a run (resume(), or an earlier train()): the
+  /// metrics file is continued, not started.
+  bool continuing_ = false;
+  double elapsedBefore_ = 0; ///< Training time before this process's steps.
 };
 
 } // namespace tetra::trainer

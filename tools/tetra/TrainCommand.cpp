@@ -5,6 +5,11 @@
 // training step for the run's target, reads and tokenizes the data, and
 // trains with a progress line, metrics (DIR/metrics.jsonl) and checkpoints.
 //
+// Nothing is lost: a fresh run refuses outputs that hold another run's
+// metrics or checkpoints (--resume continues it, --force replaces it), each
+// --policy variant of a run file writes its own outputs, and SIGINT/SIGTERM
+// stop at the next step boundary with a checkpoint (a second one at once).
+//
 //===----------------------------------------------------------------------===//
 
 #include "tools/tetra/Commands.h"
@@ -12,6 +17,7 @@
 #include "frontend/Frontend.h"
 #include "lowering/CompileStep.h"
 #include "runtime/backend/CpuBackend.h"
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/Documents.h"
 #include "runtime/data/Packer.h"
 #include "runtime/kernels/Registry.h"
@@ -22,8 +28,11 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace tetra;
 
@@ -38,6 +47,90 @@ int usageError(const std::string &message) {
   std::fprintf(stderr, "tetra train: error: %s (see 'tetra train --help')\n",
                message.c_str());
   return 2;
+}
+
+bool exists(const std::string &path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0;
+}
+
+bool sameDirectory(const std::string &a, const std::string &b) {
+  struct stat x, y;
+  return stat(a.c_str(), &x) == 0 && stat(b.c_str(), &y) == 0 &&
+         x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/// The signal that asked the run to stop (0: none). The first SIGINT or
+/// SIGTERM stops at the next step boundary; a second exits at once.
+std::atomic<int> stopSignal{0};
+
+extern "C" void onStopSignal(int signal) {
+  if (stopSignal.exchange(signal) != 0)
+    _exit(128 + signal);
+  const char message[] =
+      "\ntetra train: stopping after this step (a checkpoint follows); "
+      "signal again to stop at once\n";
+  (void)!write(STDERR_FILENO, message, sizeof(message) - 1);
+}
+
+void installStopHandlers() {
+  struct sigaction action = {};
+  action.sa_handler = onStopSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+/// Where --resume ARG's checkpoints are: ARG itself when it holds them, the
+/// run folder's checkpoint directory when ARG is the run folder (the folder
+/// `tetra train` prints: its --out).
+io::Expected<std::string> resumeDirectory(const std::string &arg,
+                                          const std::string &outDir,
+                                          const std::string &checkpointDir) {
+  if (exists(arg + "/latest"))
+    return arg;
+  if (exists(arg + "/checkpoints/latest"))
+    return arg + "/checkpoints";
+  if ((arg == outDir || sameDirectory(arg, outDir)) &&
+      exists(checkpointDir + "/latest"))
+    return checkpointDir;
+  if (!exists(arg))
+    return io::Error("--resume " + arg + ": no such directory");
+  return io::Error("--resume " + arg +
+                   ": holds no checkpoints (no 'latest' in it, in " + arg +
+                   "/checkpoints or in " + checkpointDir + ")");
+}
+
+/// A fresh run's outputs must not hold another run's results. With `force`
+/// they are removed; without, an error says how to continue or go elsewhere.
+io::Status claimOutputs(const std::string &metricsPath,
+                        const std::string &checkpointDir, bool force,
+                        const std::string &outDir) {
+  struct stat info;
+  bool metrics = stat(metricsPath.c_str(), &info) == 0 && info.st_size > 0;
+  bool checkpoints = checkpoint::holdsCheckpoints(checkpointDir);
+  if (!metrics && !checkpoints)
+    return io::success();
+  if (!force) {
+    std::string what = metrics && checkpoints
+                           ? "'" + metricsPath + "' and checkpoints in '" +
+                                 checkpointDir + "'"
+                       : metrics ? "'" + metricsPath + "'"
+                                 : "checkpoints in '" + checkpointDir + "'";
+    return io::Error("a run was already trained here (" + what +
+                     "); continue it with --resume " +
+                     (metrics ? outDir : checkpointDir) +
+                     ", train into a new --out DIR, or replace it with "
+                     "--force");
+  }
+  if (checkpoints)
+    if (io::Status removed = checkpoint::removeCheckpoints(checkpointDir);
+        !removed)
+      return removed;
+  if (metrics && std::remove(metricsPath.c_str()) != 0)
+    return io::Error("cannot remove '" + metricsPath + "'");
+  return io::success();
 }
 
 bool makeDirectories(const std::string &path) {
@@ -73,7 +166,7 @@ int64_t embeddingRows(const frontend::ModelGraph &model) {
 int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   std::string runPath, outDir, resumeDir, policyOverride, targetOverride;
   int64_t steps = 0, until = 0, checkpointEvery = 0;
-  bool quiet = false;
+  bool quiet = false, force = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg(args[i]);
     auto value = [&](std::string &slot) {
@@ -111,6 +204,8 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
         return usageError("--resume takes a checkpoint directory");
     } else if (arg == "--quiet") {
       quiet = true;
+    } else if (arg == "--force") {
+      force = true;
     } else if (arg.size() > 1 && arg[0] == '-') {
       return usageError("unknown option '" + arg + "'");
     } else if (runPath.empty()) {
@@ -154,8 +249,31 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   if (steps == 0)
     steps = run->steps > 0 ? run->steps
                            : std::max<int64_t>(1, run->tokens / tokensPerStep);
+
+  // Where the run writes. A --policy variant of a run file writes outputs of
+  // its own (out/RUN/POLICY, and POLICY/ under the run file's checkpoint
+  // directory), so the variants of one run file never collide.
+  std::string variant = policyOverride.empty() ? "" : "/" + policy->name;
   if (outDir.empty())
-    outDir = "out/" + run->name;
+    outDir = "out/" + run->name + variant;
+  std::string metricsPath = outDir + "/metrics.jsonl";
+  std::string checkpointDir = run->checkpointDir.empty()
+                                  ? outDir + "/checkpoints"
+                                  : run->checkpointDir + variant;
+  std::string resumeFrom;
+  if (!resumeDir.empty()) {
+    io::Expected<std::string> found =
+        resumeDirectory(resumeDir, outDir, checkpointDir);
+    if (!found)
+      return fail(found.error().message());
+    resumeFrom = *found;
+  }
+  // A fresh run, or a resumed one writing somewhere new, claims its outputs.
+  if (resumeFrom.empty() || !sameDirectory(resumeFrom, checkpointDir))
+    if (io::Status claimed =
+            claimOutputs(metricsPath, checkpointDir, force, outDir);
+        !claimed)
+      return fail(claimed.error().message());
   if (!makeDirectories(outDir))
     return fail("cannot create the output directory '" + outDir + "'");
 
@@ -303,15 +421,15 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
       : run->schedule.kind == frontend::ScheduleConfig::Kind::Linear
           ? trainer::LearningRateSchedule::Kind::Linear
           : trainer::LearningRateSchedule::Kind::Constant;
-  config.metricsPath = outDir + "/metrics.jsonl";
-  config.checkpointDir =
-      run->checkpointDir.empty() ? outDir + "/checkpoints" : run->checkpointDir;
+  config.metricsPath = metricsPath;
+  config.checkpointDir = checkpointDir;
   config.checkpointInterval = checkpointEvery > 0 ? checkpointEvery
                               : run->checkpointInterval > 0
                                   ? run->checkpointInterval
                                   : steps;
   config.stopAfter = until;
   config.quiet = quiet;
+  config.stopRequested = [] { return stopSignal.load() != 0; };
   config.evalInterval = evalPacker ? run->evalInterval : 0;
   config.evalBatches = run->evalBatches;
 
@@ -322,10 +440,24 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
     return fail(trainer.error().message());
   if (evalPacker)
     (*trainer)->setEvaluation(std::move(*evalPacker));
-  io::Status ready = resumeDir.empty() ? (*trainer)->initialize()
-                                       : (*trainer)->resume(resumeDir);
+  io::Status ready = resumeFrom.empty() ? (*trainer)->initialize()
+                                        : (*trainer)->resume(resumeFrom);
   if (!ready)
     return fail(ready.error().message());
+  int64_t stopStep = until > 0 ? std::min(until, steps) : steps;
+  if (!resumeFrom.empty() && (*trainer)->step() >= stopStep) {
+    long long at = static_cast<long long>((*trainer)->step());
+    if (at >= steps)
+      std::printf("run %s: already complete: trained to step %lld of %lld "
+                  "(checkpoints %s)\n",
+                  config.run.c_str(), at, static_cast<long long>(steps),
+                  resumeFrom.c_str());
+    else
+      std::printf("run %s: already at step %lld, past --until %lld; nothing "
+                  "to train\n",
+                  config.run.c_str(), at, static_cast<long long>(until));
+    return 0;
+  }
   std::printf(
       "run %s: model %s (%lld parameters), policy %s, %lld steps of "
       "%lld tokens on %s (%lld micro-batch%s of %lld x %lld per "
@@ -337,9 +469,32 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
       run->accumulation == 1 ? "" : "es",
       static_cast<long long>(run->microBatch),
       static_cast<long long>(run->seqLen));
+  installStopHandlers();
   io::Expected<trainer::TrainingSummary> summary = (*trainer)->train();
   if (!summary)
     return fail(summary.error().message());
+  if (summary->stopped) {
+    int signal = stopSignal.load();
+    std::string again = "tetra train " + runPath;
+    if (!policyOverride.empty())
+      again += " --policy " + policyOverride;
+    if (!targetOverride.empty())
+      again += " --target " + targetOverride;
+    if (steps != run->steps)
+      again += " --steps " + std::to_string(steps);
+    if (until > 0)
+      again += " --until " + std::to_string(until);
+    if (checkpointEvery > 0)
+      again += " --checkpoint-every " + std::to_string(checkpointEvery);
+    again += " --out " + outDir + " --resume " + outDir;
+    std::printf("run %s: stopped by %s after step %lld of %lld; checkpoint "
+                "%s\n  resume with: %s\n",
+                config.run.c_str(), signal == SIGTERM ? "SIGTERM" : "SIGINT",
+                static_cast<long long>(summary->lastStep),
+                static_cast<long long>(steps), summary->checkpoint.c_str(),
+                again.c_str());
+    return 128 + signal;
+  }
   std::string evalText;
   if (summary->evalLoss)
     evalText = ", eval loss " + std::to_string(*summary->evalLoss);
@@ -357,7 +512,7 @@ void tetra::driver::printTrainHelp() {
   std::printf(
       "USAGE: tetra train RUN.tetra [--target T] [--steps N] [--until N]\n"
       "                   [--policy P] [--out DIR] [--resume DIR]\n"
-      "                   [--checkpoint-every N] [--quiet]\n"
+      "                   [--checkpoint-every N] [--force] [--quiet]\n"
       "\n"
       "Compiles the run's training step (model + policy) for its target and\n"
       "trains: a progress line, DIR/metrics.jsonl (one JSON object per\n"
@@ -366,7 +521,10 @@ void tetra::driver::printTrainHelp() {
       "the run's checkpoint directory (default DIR/checkpoints). A step sums\n"
       "the gradients of the run's 'accumulation' micro-batches. A NaN or Inf\n"
       "stops the run before the update, naming the step, the linear and the\n"
-      "GEMM role it appeared in. docs/tools/train.md has the details.\n"
+      "GEMM role it appeared in. SIGINT or SIGTERM (Ctrl-C, a cluster's\n"
+      "pre-emption) stops after the step in progress with a checkpoint and\n"
+      "prints how to resume; a second signal stops at once.\n"
+      "docs/tools/train.md has the details.\n"
       "\n"
       "OPTIONS\n"
       "  --target T    train for target T instead of the run's (cpu;\n"
@@ -374,13 +532,20 @@ void tetra::driver::printTrainHelp() {
       "  --steps N     train N steps in all (default: the run's steps; the\n"
       "                learning-rate schedule spans them)\n"
       "  --until N     stop after step N (as an interruption would)\n"
-      "  --policy P    train with policy file P instead of the run's\n"
+      "  --policy P    train with policy file P instead of the run's; its\n"
+      "                outputs are its own (default out/RUN/POLICY)\n"
       "  --checkpoint-every N\n"
       "                a checkpoint every N steps (default: the run's\n"
       "                interval, else at the end)\n"
-      "  --out DIR     metrics and default checkpoints (default out/RUN)\n"
-      "  --resume DIR  continue from the latest checkpoint in DIR: the same\n"
-      "                data position, step and optimizer state\n"
+      "  --out DIR     metrics and default checkpoints (default out/RUN);\n"
+      "                a fresh run refuses one holding another run's\n"
+      "                metrics or checkpoints\n"
+      "  --resume DIR  continue from the latest checkpoint in DIR (a run\n"
+      "                folder or its checkpoint folder): the same data\n"
+      "                position, step and optimizer state; the metrics\n"
+      "                file continues without the steps after it\n"
+      "  --force       replace the metrics and checkpoints a fresh run finds\n"
+      "                in its outputs (they are deleted)\n"
       "  --quiet       no progress line\n"
       "  -h, --help    print this help\n");
 }

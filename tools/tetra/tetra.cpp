@@ -70,6 +70,9 @@ std::string commandList() {
 } // namespace
 
 int main(int argc, char **argv) {
+  // Every line reaches a log file when it is printed (`tetra train > log`
+  // killed with -9 keeps all it printed), as it does a terminal.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc < 2) {
     std::fprintf(stderr,
                  "tetra: error: no command given (commands: %s; see "

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Looks into and damages safetensors files for the `tetra quantize` tests.
+"""Looks into and damages safetensors files for the `tetra quantize` and
+`tetra train` tests.
 
 Standard library only, written from the format's description, independently
 of the C++ reader it checks.
@@ -8,6 +9,9 @@ of the C++ reader it checks.
                                order, then "metadata KEY=VALUE" lines
   same-layout A B              fail unless A and B hold the same tensor names,
                                dtypes and shapes
+  same-tensors A B             fail unless A and B hold the same tensors, bit
+                               for bit (metadata aside); print "N tensors
+                               identical"
   check-mx-codes FILE NAME ELEMENT
                                decode NAME.codes with NAME.scales (E8M0) and
                                compare with the F32 tensor NAME: exit 1 unless
@@ -63,6 +67,24 @@ def cmd_same_layout(a, b):
     if layout_a != layout_b:
         print("layouts differ:\n  %s\n  %s" % (layout_a, layout_b))
         return 1
+    return 0
+
+
+def cmd_same_tensors(a, b):
+    def contents(path):
+        header, data = read(path)
+        return {name: (e["dtype"], e["shape"],
+                       data[e["data_offsets"][0]:e["data_offsets"][1]])
+                for name, e in tensors(header)}
+    ta, tb = contents(a), contents(b)
+    if sorted(ta) != sorted(tb):
+        print("tensor names differ")
+        return 1
+    for name in sorted(ta):
+        if ta[name] != tb[name]:
+            print("tensor %s differs" % name)
+            return 1
+    print("%d tensors identical" % len(ta))
     return 0
 
 
@@ -176,6 +198,7 @@ def cmd_make_bad(kind, path):
 
 
 COMMANDS = {"header": cmd_header, "same-layout": cmd_same_layout,
+            "same-tensors": cmd_same_tensors,
             "check-mx-codes": cmd_check_mx_codes, "sqnr": cmd_sqnr,
             "truncate": cmd_truncate,
             "make-bad": cmd_make_bad}

@@ -295,3 +295,33 @@ TEST(Checkpoint, ChecksumCoversNamesAndShapes) {
   EXPECT_NE(ca, cc);
   EXPECT_EQ(checksumTensors({&a, &b}), checksumTensors({&b, &a}));
 }
+
+/// The run's name and its training time travel with the checkpoint; a
+/// directory says whether it holds checkpoints, and removing them leaves
+/// every other file.
+TEST(Checkpoint, RunNameElapsedTimeAndRemoval) {
+  TempDir dir;
+  TrainingState state = sampleState(100);
+  state.run = "tiny/bf16";
+  state.elapsedSeconds = 12.625;
+  EXPECT_FALSE(holdsCheckpoints(dir.file("ckpt")));
+  io::Expected<std::string> path = saveCheckpoint(dir.file("ckpt"), state);
+  ASSERT_TRUE(path.ok()) << path.error().message();
+  io::Expected<TrainingState> loaded = loadCheckpoint(*path);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  EXPECT_EQ(loaded->run, "tiny/bf16");
+  EXPECT_EQ(loaded->elapsedSeconds, 12.625);
+
+  EXPECT_TRUE(holdsCheckpoints(dir.file("ckpt")));
+  writeBytes(dir.file("ckpt/notes.txt"), "keep me");
+  ASSERT_TRUE(removeCheckpoints(dir.file("ckpt")).ok());
+  EXPECT_FALSE(holdsCheckpoints(dir.file("ckpt")));
+  EXPECT_EQ(readBytes(dir.file("ckpt/notes.txt")), "keep me");
+  // A lone step file (no latest) still counts as checkpoints.
+  writeBytes(dir.file("ckpt/step_00000007.safetensors"), "x");
+  EXPECT_TRUE(holdsCheckpoints(dir.file("ckpt")));
+  ASSERT_TRUE(removeCheckpoints(dir.file("ckpt")).ok());
+  writeBytes(dir.file("ckpt/step_.safetensors"), "x");
+  writeBytes(dir.file("ckpt/step_12a.safetensors"), "x");
+  EXPECT_FALSE(holdsCheckpoints(dir.file("ckpt")));
+}

@@ -778,3 +778,37 @@ func.func @train_step(%p: tensor<4xf32> {tetra.param = "p"}, %m: tensor<4xf32> {
                      "norm, clipping and AdamW must come last");
   EXPECT_EQ(location, "loc(\"late.tetra\":3:7)");
 }
+
+/// A training op that cannot be scheduled fails the build: a quantized
+/// matmul (its kernel never compiled) is refused at its location, and no
+/// schedule comes back.
+TEST(CompiledStep, AFailedTrainingOpFailsTheBuild) {
+  mlir::MLIRContext context;
+  context.loadDialect<TetraDialect, mlir::func::FuncDialect>();
+  std::string message, location;
+  int errors = 0;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    ++errors;
+    message = d.str();
+    llvm::raw_string_ostream os(location);
+    os << d.getLocation();
+    return mlir::success();
+  });
+  const char *source = R"(
+#policy = #tetra.policy<fprop = mxfp4, dgrad = mxfp4, wgrad = mxfp4>
+func.func @train_step(%x: tensor<32x32xf32> {tetra.input = "x"}, %w: tensor<32x32xf32> {tetra.param = "w"}) -> tensor<32x32xf32> {
+  %y = tetra.matmul %x, %w transpose_rhs policy #policy role fprop : tensor<32x32xf32>, tensor<32x32xf32> -> tensor<32x32xf32> loc("quantized.tetra":2:5)
+  return %y : tensor<32x32xf32>
+}
+)";
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(source, &context);
+  ASSERT_TRUE(module);
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  ASSERT_TRUE(step);
+  EXPECT_TRUE(mlir::failed(buildSchedule(step)));
+  EXPECT_EQ(errors, 1);
+  EXPECT_EQ(message, "a quantized matmul reaches the schedule: its kernel "
+                     "must be compiled first");
+  EXPECT_EQ(location, "loc(\"quantized.tetra\":2:5)");
+}
