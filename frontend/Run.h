@@ -9,6 +9,7 @@
 #ifndef TETRA_FRONTEND_RUN_H
 #define TETRA_FRONTEND_RUN_H
 
+#include "driver/Target.h"
 #include "frontend/Diagnostics.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -59,7 +60,7 @@ struct RunConfig {
   double clip = 1.0; ///< Global gradient-norm clip; 0 disables it.
 
   uint64_t seed = 0;
-  std::string target = "cpu"; ///< "cpu", "sm_90a" or "gfx950".
+  Target target = Target::Cpu;
 
   int64_t evalInterval = 0; ///< 0: no evaluation.
   int64_t evalBatches = 0;
@@ -70,9 +71,6 @@ struct RunConfig {
   /// default: the log interval).
   int64_t sqnrInterval = -1;
 };
-
-/// The targets a run may name: cpu, sm_90a, gfx950.
-const std::vector<std::string> &knownTargets();
 
 /// `emit --stage=ast` for a run file.
 bool dumpRunAST(DiagnosticEngine &diags, llvm::StringRef path,

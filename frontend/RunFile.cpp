@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <functional>
 
+using namespace tetra;
 using namespace tetra::frontend;
 
 namespace {
@@ -883,12 +884,13 @@ std::optional<RunConfig> RunChecker::check() {
          const RunExpr &value = s.value;
          if (value.kind != RunExpr::Kind::Identifier &&
              value.kind != RunExpr::Kind::String) {
-           error(value, "target must be cpu, sm_90a or gfx950, got " +
+           error(value, "target must be " + targetNameList() + ", got " +
                             value.describe());
            return;
          }
-         if (!llvm::is_contained(knownTargets(), value.text)) {
-           std::string best = closestName(value.text, knownTargets());
+         std::optional<Target> target = parseTarget(value.text);
+         if (!target) {
+           std::string best = closestName(value.text, targetNames());
            error(value,
                  "unknown target '" + value.text + "'" +
                      (best.empty() ? std::string()
@@ -896,7 +898,7 @@ std::optional<RunConfig> RunChecker::check() {
                  "targets: cpu, sm_90a (NVIDIA Hopper), gfx950 (AMD MI355X)");
            return;
          }
-         config.target = value.text;
+         config.target = *target;
        }},
       {"eval", true,
        [&](const RunSetting &s) {
@@ -1064,7 +1066,3 @@ bool tetra::frontend::dumpRunAST(DiagnosticEngine &diags, llvm::StringRef path,
   return ok;
 }
 
-const std::vector<std::string> &tetra::frontend::knownTargets() {
-  static const std::vector<std::string> targets = {"cpu", "sm_90a", "gfx950"};
-  return targets;
-}

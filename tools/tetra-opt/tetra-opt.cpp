@@ -6,8 +6,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/TetraOps.h"
-#include "lowering/QuantizationPasses.h"
-#include "lowering/TrainingPasses.h"
+#include "lowering/Conversion/Passes.h"
+#include "lowering/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
@@ -30,8 +30,8 @@ int main(int argc, char **argv) {
                   mlir::math::MathDialect, mlir::cf::ControlFlowDialect,
                   mlir::LLVM::LLVMDialect>();
   mlir::registerTransformsPasses();
-  tetra::registerTetraTrainingPasses();
-  tetra::registerTetraQuantizationPipelines();
+  tetra::registerTetraTransformsPasses();
+  tetra::registerTetraConversionPipelines();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Tetra optimizer driver\n", registry));
 }

@@ -11,9 +11,8 @@
 
 #include "frontend/Frontend.h"
 #include "frontend/MLIRGen.h"
+#include "driver/Pipeline.h"
 #include "lowering/BuildSchedule.h"
-#include "lowering/QuantizationPasses.h"
-#include "lowering/TrainingPasses.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -138,12 +137,12 @@ parseArguments(const std::vector<std::string_view> &args, int &status) {
   return options;
 }
 
-/// `--stage=train-step`: the training step (lowering/TrainingStep.cpp) added
-/// to `module`, with the run's optimizer settings when there is a run.
+/// `--stage=train-step`: the training step added to `module`, with the run's
+/// optimizer settings when there is a run (driver/Pipeline.h).
 bool addTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                      const std::optional<RunConfig> &run,
                      llvm::SourceMgr &sourceMgr) {
-  TrainingStepOptions options;
+  PipelineOptions options;
   if (run) {
     options.beta1 = run->beta1;
     options.beta2 = run->beta2;
@@ -154,21 +153,22 @@ bool addTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
   // Errors point into the model's source, shown with its line.
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   mlir::PassManager pm(&context);
-  pm.addPass(createTrainingStep(options));
+  buildPipeline(pm, options, PipelineStage::TrainingStep);
   return mlir::succeeded(pm.run(module));
 }
 
-/// `--stage=quantized|kernels|cpu`: the quantization passes, and for `cpu`
-/// the kernels' code down to the LLVM dialect, on the training step.
+/// `--stage=quantized|kernels|cpu`: the pipeline after the training step,
+/// for `cpu` down to the kernels' code in the LLVM dialect.
 bool lowerQuantization(mlir::MLIRContext &context, mlir::ModuleOp module,
                        llvm::StringRef stage, llvm::SourceMgr &sourceMgr) {
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   mlir::PassManager pm(&context);
-  pm.addPass(createMaterializeQuantization());
-  if (stage != "quantized")
-    pm.addPass(createFormKernels());
-  if (stage == "cpu")
-    buildTetraToLLVMPipeline(pm);
+  PipelineStage until = stage == "quantized" ? PipelineStage::Quantized
+                        : stage == "cpu"     ? PipelineStage::Code
+                                             : PipelineStage::Kernels;
+  PipelineOptions options;
+  options.target = Target::Cpu;
+  buildPipeline(pm, options, until, PipelineStage::Quantized);
   return mlir::succeeded(pm.run(module));
 }
 

@@ -15,7 +15,7 @@
 #include "tools/tetra/Commands.h"
 
 #include "frontend/Frontend.h"
-#include "lowering/CompileStep.h"
+#include "driver/CompileStep.h"
 #include "runtime/backend/CpuBackend.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/Documents.h"
@@ -190,9 +190,8 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
       if (!value(text) || (checkpointEvery = std::atoll(text.c_str())) <= 0)
         return usageError("--checkpoint-every takes a positive number");
     } else if (arg == "--target") {
-      if (!value(targetOverride) ||
-          !llvm::is_contained(frontend::knownTargets(), targetOverride))
-        return usageError("--target takes cpu, sm_90a or gfx950");
+      if (!value(targetOverride) || !parseTarget(targetOverride))
+        return usageError("--target takes " + targetNameList());
     } else if (arg == "--policy") {
       if (!value(policyOverride))
         return usageError("--policy takes a policy file");
@@ -224,9 +223,9 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   if (!run)
     return 1;
   if (!targetOverride.empty())
-    run->target = targetOverride;
-  if (run->target != "cpu")
-    return fail("target '" + run->target +
+    run->target = *parseTarget(targetOverride);
+  if (run->target != Target::Cpu)
+    return fail(std::string("target '") + targetName(run->target) +
                 "': this build trains on the CPU only so far");
   std::optional<frontend::ModelGraph> model =
       frontend::loadModel(diags, run->modelPath);

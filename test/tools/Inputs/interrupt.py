@@ -4,7 +4,7 @@
 
 Starts COMMAND with stdout and stderr to LOG, waits until METRICS (a
 metrics.jsonl) records step STEP or later, then sends SIGNALS (KILL, INT,
-TERM, or INT,INT: two at once) and waits for the process. Prints "exit N"
+TERM, or INT,TERM: two at once) and waits for the process. Prints "exit N"
 (N the exit status, or -SIG when a signal killed it). Fails if the run ends
 before STEP is recorded (then there is nothing to interrupt) or takes more
 than 300 s.

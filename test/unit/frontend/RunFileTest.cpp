@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+using namespace tetra;
 using namespace tetra::frontend;
 
 namespace {
@@ -113,7 +114,7 @@ TEST_F(RunFileTest, FillsTheConfig) {
   EXPECT_EQ(config->schedule.warmup, 10);
   EXPECT_DOUBLE_EQ(config->schedule.minLr, 6e-5);
   EXPECT_EQ(config->seed, 1234u);
-  EXPECT_EQ(config->target, "sm_90a");
+  EXPECT_EQ(config->target, Target::Sm90a);
   EXPECT_EQ(config->evalInterval, 50);
   EXPECT_EQ(config->evalBatches, 4);
   EXPECT_EQ(config->checkpointDir, path("models/runs/ckpt"));
@@ -132,7 +133,7 @@ TEST_F(RunFileTest, DefaultsAndBytes) {
   ASSERT_TRUE(config) << output;
   EXPECT_EQ(config->tokenizer.kind, TokenizerConfig::Kind::Bytes);
   EXPECT_EQ(config->steps, 10);
-  EXPECT_EQ(config->target, "cpu");
+  EXPECT_EQ(config->target, Target::Cpu);
   EXPECT_EQ(config->schedule.kind, ScheduleConfig::Kind::Cosine);
   EXPECT_DOUBLE_EQ(config->lr, 3e-4);
   EXPECT_EQ(config->evalInterval, 0);

@@ -398,7 +398,7 @@ Gemm gemmFor(Role role) {
 /// Runs the role's kernel on the linear's data; the kernel's inputs are
 /// named by what they hold, in the order FormKernels gives them.
 /// Runs the GEMM kernel of `policy` and `role`, its result rows in `parts`
-/// calls (the kernels split rows: QuantizationPasses.h, kernelSplitsRows).
+/// calls (the kernels split rows: lowering/Conversion/Passes.h, kernelSplitsRows).
 std::vector<float> runGemmKernel(const Policy &policy, Role role,
                                  int64_t parts = 1) {
   const Gemm g = gemmFor(role);

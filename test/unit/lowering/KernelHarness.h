@@ -1,7 +1,7 @@
 //===- KernelHarness.h - JIT-compiled kernels under test --------*- C++ -*-===//
 //
 // What the CPU code generation tests share: compiling a module of kernels
-// (through lowering/CpuJit.h, with a cache in the build tree so that each
+// (through driver/CpuJit.h, with a cache in the build tree so that each
 // test process after the first loads objects instead of compiling), edge-case
 // data, and readable reports of the first bytes that differ.
 //
@@ -10,7 +10,7 @@
 #ifndef TETRA_TEST_UNIT_LOWERING_KERNELHARNESS_H
 #define TETRA_TEST_UNIT_LOWERING_KERNELHARNESS_H
 
-#include "lowering/CpuJit.h"
+#include "driver/CpuJit.h"
 #include "runtime/numerics/BlockQuantize.h"
 
 #include <gtest/gtest.h>

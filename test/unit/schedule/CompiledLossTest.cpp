@@ -13,9 +13,9 @@
 #include "frontend/Frontend.h"
 #include "frontend/MLIRGen.h"
 #include "lowering/BuildSchedule.h"
-#include "lowering/CompileStep.h"
-#include "lowering/QuantizationPasses.h"
-#include "lowering/TrainingPasses.h"
+#include "driver/CompileStep.h"
+#include "lowering/Conversion/Passes.h"
+#include "lowering/Transforms/Passes.h"
 #include "runtime/backend/CpuBackend.h"
 #include "runtime/kernels/Registry.h"
 #include "runtime/schedule/Executor.h"
@@ -231,8 +231,8 @@ protected:
                              const std::string &pipeline = "",
                              ScheduleOptions options = {}) {
     if (!pipeline.empty()) {
-      registerTetraTrainingPasses();
-      registerTetraQuantizationPipelines();
+      registerTetraTransformsPasses();
+      registerTetraConversionPipelines();
       mlir::PassManager pm(&context);
       EXPECT_TRUE(mlir::succeeded(mlir::parsePassPipeline(pipeline, pm)));
       EXPECT_TRUE(mlir::succeeded(pm.run(*module)));

@@ -6,7 +6,7 @@
 // hash of the lowered IR, the target and the compiler version, so an
 // unchanged kernel module is compiled once per machine.
 //
-// The kernel ABI (QuantizationPasses.td, --convert-tetra-to-cpu): kernel
+// The kernel ABI (lowering/Conversion/Passes.td, --convert-tetra-to-cpu): kernel
 // "NAME" is `void _mlir_ciface_NAME(args...)`, one argument per kernel
 // input, then one per result; a tensor is a pointer to a MemRefDescriptor of
 // a contiguous row-major buffer (float for f32, uint16_t for bf16 bits,
@@ -18,8 +18,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TETRA_LOWERING_CPUJIT_H
-#define TETRA_LOWERING_CPUJIT_H
+#ifndef TETRA_DRIVER_CPUJIT_H
+#define TETRA_DRIVER_CPUJIT_H
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -146,4 +146,4 @@ constexpr const char *kCompilerVersion = "tetra-cpu-1";
 
 } // namespace tetra::cpu
 
-#endif // TETRA_LOWERING_CPUJIT_H
+#endif // TETRA_DRIVER_CPUJIT_H

@@ -1,14 +1,12 @@
-//===- QuantizationPasses.h - Quantization and CPU codegen ------*- C++ -*-===//
+//===- Passes.h - One conversion per target ---------------------*- C++ -*-===//
 //
-// `--tetra-materialize-quantization` (MaterializeQuantization.cpp),
-// `--tetra-form-kernels` (FormKernels.cpp) and `--convert-tetra-to-cpu`
-// (TetraToCPU.cpp), declared in QuantizationPasses.td; the pipeline from
-// kernels to the LLVM dialect (TetraToLLVMPipeline.cpp).
+// `--convert-tetra-to-cpu` (TetraToCPU.cpp), declared in Passes.td, and the
+// pipeline from kernels to the LLVM dialect (TetraToLLVMPipeline.cpp).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TETRA_LOWERING_QUANTIZATIONPASSES_H
-#define TETRA_LOWERING_QUANTIZATIONPASSES_H
+#ifndef TETRA_LOWERING_CONVERSION_PASSES_H
+#define TETRA_LOWERING_CONVERSION_PASSES_H
 
 #include "mlir/Pass/Pass.h"
 
@@ -21,10 +19,10 @@ class OpPassManager;
 namespace tetra {
 
 #define GEN_PASS_DECL
-#include "lowering/QuantizationPasses.h.inc"
+#include "lowering/Conversion/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
-#include "lowering/QuantizationPasses.h.inc"
+#include "lowering/Conversion/Passes.h.inc"
 
 /// The CPU code generation pipeline: `--convert-tetra-to-cpu`, then the
 /// upstream conversions down to the LLVM dialect (scf, cf, memref, math,
@@ -43,8 +41,8 @@ class KernelOp;
 bool kernelSplitsRows(KernelOp kernel);
 
 /// Registers the passes above and the pipeline as `--tetra-to-llvm`.
-void registerTetraQuantizationPipelines();
+void registerTetraConversionPipelines();
 
 } // namespace tetra
 
-#endif // TETRA_LOWERING_QUANTIZATIONPASSES_H
+#endif // TETRA_LOWERING_CONVERSION_PASSES_H

@@ -2,7 +2,7 @@
 //-*-===//
 //
 // The CPU target's bridge between the compiler and the runtime: the
-// `tetra.kernel` regions of a module, JIT-compiled (lowering/CpuJit.h), as a
+// `tetra.kernel` regions of a module, JIT-compiled (driver/CpuJit.h), as a
 // backend::CpuKernelTable whose entries follow the runtime's calling
 // convention (runtime/backend/KernelABI.h: buffers, then scalars). Each entry
 // turns its buffers into the memref descriptors the generated code takes, so
@@ -10,10 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TETRA_LOWERING_CPUKERNELTABLE_H
-#define TETRA_LOWERING_CPUKERNELTABLE_H
+#ifndef TETRA_DRIVER_CPUKERNELTABLE_H
+#define TETRA_DRIVER_CPUKERNELTABLE_H
 
-#include "lowering/CpuJit.h"
+#include "driver/CpuJit.h"
 #include "runtime/backend/KernelABI.h"
 
 #include "llvm/Support/Error.h"
@@ -60,4 +60,4 @@ private:
 
 } // namespace tetra::cpu
 
-#endif // TETRA_LOWERING_CPUKERNELTABLE_H
+#endif // TETRA_DRIVER_CPUKERNELTABLE_H

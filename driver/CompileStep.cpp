@@ -1,9 +1,9 @@
 //===- CompileStep.cpp - A model and a policy into a runnable step --------===//
 
-#include "lowering/CompileStep.h"
+#include "driver/CompileStep.h"
 
-#include "lowering/QuantizationPasses.h"
-#include "lowering/TrainingPasses.h"
+#include "driver/Pipeline.h"
+#include "frontend/MLIRGen.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -24,15 +24,13 @@ FailureOr<CompiledStep> tetra::compileTrainingStep(
     return failure();
 
   PassManager pm(&context);
-  TrainingStepOptions training;
-  training.beta1 = options.beta1;
-  training.beta2 = options.beta2;
-  training.eps = options.eps;
-  training.weightDecay = options.weightDecay;
-  training.clip = options.clip;
-  pm.addPass(createTrainingStep(training));
-  pm.addPass(createMaterializeQuantization());
-  pm.addPass(createFormKernels());
+  PipelineOptions pipeline;
+  pipeline.beta1 = options.beta1;
+  pipeline.beta2 = options.beta2;
+  pipeline.eps = options.eps;
+  pipeline.weightDecay = options.weightDecay;
+  pipeline.clip = options.clip;
+  buildPipeline(pm, pipeline, PipelineStage::Kernels);
   if (failed(pm.run(*module)))
     return failure();
 

@@ -1,9 +1,9 @@
 //===- CpuKernelTable.cpp - JIT-compiled kernels as runtime kernels -------===//
 
-#include "lowering/CpuKernelTable.h"
+#include "driver/CpuKernelTable.h"
 
 #include "dialect/TetraOps.h"
-#include "lowering/QuantizationPasses.h"
+#include "lowering/Conversion/Passes.h"
 #include "runtime/backend/ThreadPool.h"
 
 #include "mlir/IR/BuiltinOps.h"

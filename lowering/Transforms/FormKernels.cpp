@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lowering/QuantizationPasses.h"
+#include "lowering/Transforms/Passes.h"
 
 #include "dialect/TetraOps.h"
 
@@ -19,7 +19,7 @@
 
 namespace tetra {
 #define GEN_PASS_DEF_FORMKERNELS
-#include "lowering/QuantizationPasses.h.inc"
+#include "lowering/Transforms/Passes.h.inc"
 } // namespace tetra
 
 using namespace mlir;

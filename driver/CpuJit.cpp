@@ -7,10 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lowering/CpuJit.h"
+#include "driver/CpuJit.h"
 
 #include "dialect/TetraOps.h"
-#include "lowering/QuantizationPasses.h"
+#include "driver/Pipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -217,8 +217,8 @@ tetra::cpu::compileKernels(mlir::ModuleOp module, const JitOptions &options) {
   mlir::OwningOpRef<mlir::ModuleOp> lowered = module.clone();
   if (options.formKernels) {
     mlir::PassManager pm(context);
-    pm.addPass(createMaterializeQuantization());
-    pm.addPass(createFormKernels());
+    buildPipeline(pm, PipelineOptions(), PipelineStage::Kernels,
+                  PipelineStage::Quantized);
     if (mlir::failed(pm.run(*lowered)))
       return llvm::createStringError("kernel formation failed:\n" +
                                      diagnostics);
@@ -237,7 +237,8 @@ tetra::cpu::compileKernels(mlir::ModuleOp module, const JitOptions &options) {
   mlir::registerBuiltinDialectTranslation(*context);
   mlir::registerLLVMDialectTranslation(*context);
   mlir::PassManager pm(context);
-  buildTetraToLLVMPipeline(pm);
+  buildPipeline(pm, PipelineOptions(), PipelineStage::Code,
+                PipelineStage::Code);
   if (mlir::failed(pm.run(*lowered)))
     return llvm::createStringError("CPU code generation failed:\n" +
                                    diagnostics);

@@ -1,21 +1,23 @@
 //===- TetraToCPU.cpp - CPU code for tetra kernels ------------------------===//
 //
 // `--convert-tetra-to-cpu`: every tetra.kernel becomes a function over
-// memrefs (the kernel ABI, QuantizationPasses.td) whose loops compute what
+// memrefs (the kernel ABI, Passes.td) whose loops compute what
 // runtime/numerics computes, bit for bit: shared exponents from amax's
 // integer fields, element codes from the fp32 bits, Philox4x32-10 in i32/i64
 // arithmetic, NVFP4's fixed order of fp32 operations, the Hadamard
 // butterflies in their defined order, and the scaled matmul's chunked
-// summation. Nothing here calls the numerics library at run time; the
-// library only supplies compile-time constants (format parameters, 1/sqrt(B))
-// so that there is one definition of them. The GPU targets reuse the same
-// IR above their last conversion.
+// summation. The arithmetic itself comes from the shared
+// QuantizationEmitter, which every target's conversion uses. Nothing here
+// calls the numerics library at run time; the library only supplies
+// compile-time constants (format parameters, 1/sqrt(B)) so that there is one
+// definition of them.
 //
 //===----------------------------------------------------------------------===//
 
-#include "lowering/QuantizationPasses.h"
+#include "lowering/Conversion/Passes.h"
 
 #include "dialect/TetraOps.h"
+#include "lowering/Conversion/QuantizationEmitter.h"
 #include "lowering/NumericsOf.h"
 #include "runtime/numerics/BlockQuantize.h"
 
@@ -32,391 +34,16 @@
 
 namespace tetra {
 #define GEN_PASS_DEF_CONVERTTETRATOCPU
-#include "lowering/QuantizationPasses.h.inc"
+#include "lowering/Conversion/Passes.h.inc"
 } // namespace tetra
 
 using namespace mlir;
 using namespace tetra;
+using namespace tetra::conversion;
 using arith::CmpFPredicate;
 using arith::CmpIPredicate;
 
 namespace {
-
-//===----------------------------------------------------------------------===//
-// Formats: compile-time constants, from runtime/numerics
-//===----------------------------------------------------------------------===//
-
-/// What the generated encoder and decoder need to know about a format. Every
-/// field comes from runtime/numerics, so there is one definition.
-struct FormatConstants {
-  numerics::ElementFormat format;
-  int bits;
-  int mantissaBits;
-  int bias;
-  int maxExponent;
-  float maxFinite;
-  uint32_t maxCode;        ///< The largest finite magnitude code.
-  uint32_t overflowCode;   ///< What overflow and Inf give: max, or BF16's Inf.
-  uint32_t nanCode;        ///< The canonical NaN (E2M1: +0).
-  uint32_t maxSignificand; ///< maxFinite's 24-bit significand (for rceil).
-};
-
-FormatConstants constantsOf(numerics::ElementFormat format) {
-  const numerics::FormatSpec &spec = numerics::formatSpec(format);
-  FormatConstants constants;
-  constants.format = format;
-  constants.bits = spec.bits;
-  constants.mantissaBits = spec.mantissaBits;
-  constants.bias = spec.bias;
-  constants.maxExponent = spec.maxExponent;
-  constants.maxFinite = spec.maxFinite;
-  auto encodeConstant = [&](float x) {
-    return numerics::encode(x, 0, spec, numerics::Rounding::NearestEven);
-  };
-  constants.maxCode = encodeConstant(spec.maxFinite);
-  constants.overflowCode = encodeConstant(INFINITY);
-  constants.nanCode = encodeConstant(NAN);
-  constants.maxSignificand =
-      (numerics::floatBits(spec.maxFinite) & 0x7FFFFF) | 0x800000;
-  return constants;
-}
-
-/// numerics' kRotationSignsTensorId: the stream random Hadamard signs use.
-constexpr uint32_t kRotationSignsTensorId = numerics::kRotationSignsTensorId;
-
-//===----------------------------------------------------------------------===//
-// Emitter: integer and fp32 arithmetic as arith/math ops
-//===----------------------------------------------------------------------===//
-
-/// Builds the scalar computations. Values are i32 unless a name says
-/// otherwise; shift amounts are always clamped into range, so nothing is
-/// poison.
-class Emitter {
-public:
-  explicit Emitter(ImplicitLocOpBuilder &builder) : b(builder) {}
-
-  ImplicitLocOpBuilder &b;
-
-  Type i8() { return b.getI8Type(); }
-  Type i16() { return b.getI16Type(); }
-  Type i32() { return b.getI32Type(); }
-  Type i64() { return b.getI64Type(); }
-  Type f32() { return b.getF32Type(); }
-
-  Value c32(int64_t value) {
-    return arith::ConstantOp::create(
-        b, b.getI32IntegerAttr(static_cast<int32_t>(value)));
-  }
-  Value c64(int64_t value) {
-    return arith::ConstantOp::create(b, b.getI64IntegerAttr(value));
-  }
-  Value cIndex(int64_t value) {
-    return arith::ConstantIndexOp::create(b, value);
-  }
-  Value cF32(float value) {
-    return arith::ConstantOp::create(b, b.getF32FloatAttr(value));
-  }
-  Value cF32Bits(uint32_t bits) { return cF32(numerics::bitsToFloat(bits)); }
-  Value cBool(bool value) {
-    return arith::ConstantOp::create(b, b.getBoolAttr(value));
-  }
-
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
-  Value sub(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
-  Value bitAnd(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
-  Value bitOr(Value x, Value y) { return arith::OrIOp::create(b, x, y); }
-  Value bitXor(Value x, Value y) { return arith::XOrIOp::create(b, x, y); }
-  Value shl(Value x, Value y) { return arith::ShLIOp::create(b, x, y); }
-  Value shrui(Value x, Value y) { return arith::ShRUIOp::create(b, x, y); }
-  Value maxsi(Value x, Value y) { return arith::MaxSIOp::create(b, x, y); }
-  Value minsi(Value x, Value y) { return arith::MinSIOp::create(b, x, y); }
-  Value maxui(Value x, Value y) { return arith::MaxUIOp::create(b, x, y); }
-  Value cmp(CmpIPredicate predicate, Value x, Value y) {
-    return arith::CmpIOp::create(b, predicate, x, y);
-  }
-  Value select(Value condition, Value x, Value y) {
-    return arith::SelectOp::create(b, condition, x, y);
-  }
-  Value zext(Value x, Type type) { return arith::ExtUIOp::create(b, type, x); }
-  Value sext(Value x, Type type) { return arith::ExtSIOp::create(b, type, x); }
-  Value trunc(Value x, Type type) {
-    return arith::TruncIOp::create(b, type, x);
-  }
-  Value bitcast(Value x, Type type) {
-    return arith::BitcastOp::create(b, type, x);
-  }
-  Value ctlz(Value x) { return math::CountLeadingZerosOp::create(b, x); }
-  Value toI64(Value index) {
-    return arith::IndexCastOp::create(b, i64(), index);
-  }
-
-  Value addf(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
-  Value subf(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
-  Value mulf(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
-  Value divf(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
-  Value cmpf(CmpFPredicate predicate, Value x, Value y) {
-    return arith::CmpFOp::create(b, predicate, x, y);
-  }
-
-  /// min(max(x, lo), hi) on signed i32.
-  Value clamp(Value x, int64_t lo, int64_t hi) {
-    return minsi(maxsi(x, c32(lo)), c32(hi));
-  }
-
-  //===--------------------------------------------------------------------===//
-  // Philox4x32-10 (runtime/numerics/Philox.cpp)
-  //===--------------------------------------------------------------------===//
-
-  /// (hi, lo) of the 64-bit product of the constant `multiplier` and `x`.
-  std::pair<Value, Value> mulHiLo(uint32_t multiplier, Value x) {
-    Value product = mul(c64(multiplier), zext(x, i64()));
-    return {trunc(shrui(product, c64(32)), i32()), trunc(product, i32())};
-  }
-
-  std::array<Value, 4> philox(std::array<Value, 4> counter, Value key0,
-                              Value key1) {
-    for (int round = 0; round < 10; ++round) {
-      if (round > 0) {
-        key0 = add(key0, c32(0x9E3779B9));
-        key1 = add(key1, c32(0xBB67AE85));
-      }
-      auto [hi0, lo0] = mulHiLo(0xD2511F53, counter[0]);
-      auto [hi1, lo1] = mulHiLo(0xCD9E8D57, counter[2]);
-      counter = {bitXor(bitXor(hi1, counter[1]), key0), lo1,
-                 bitXor(bitXor(hi0, counter[3]), key1), lo0};
-    }
-    return counter;
-  }
-
-  /// numerics::randomBits({seed, step, tensorId}, index): `seed` and `index`
-  /// are i64, `step` and `tensorId` i32.
-  Value randomBits(Value seed, Value step, Value tensorId, Value index) {
-    Value block = shrui(index, c64(2));
-    std::array<Value, 4> counter = {trunc(block, i32()),
-                                    trunc(shrui(block, c64(32)), i32()), step,
-                                    tensorId};
-    std::array<Value, 4> bits =
-        philox(counter, trunc(seed, i32()), trunc(shrui(seed, c64(32)), i32()));
-    Value lane = trunc(bitAnd(index, c64(3)), i32());
-    Value result = bits[3];
-    for (int k = 2; k >= 0; --k)
-      result = select(cmp(CmpIPredicate::eq, lane, c32(k)), bits[k], result);
-    return result;
-  }
-
-  //===--------------------------------------------------------------------===//
-  // encode (runtime/numerics/Formats.cpp)
-  //===--------------------------------------------------------------------===//
-
-  /// numerics::encode(x, scaleExponent, spec, rounding, randomBits): the code
-  /// (i32, low `bits` bits) of x * 2^-scaleExponent. `x` is f32,
-  /// `scaleExponent` i32, `randomBits` i32 (stochastic rounding only).
-  Value encode(Value x, Value scaleExponent, const FormatConstants &format,
-               Rounding rounding, Value randomBits) {
-    Value bits = bitcast(x, i32());
-    Value signCode = shl(shrui(bits, c32(31)), c32(format.bits - 1));
-    Value exponentField = bitAnd(shrui(bits, c32(23)), c32(0xFF));
-    Value fraction = bitAnd(bits, c32(0x7FFFFF));
-    Value fractionZero = cmp(CmpIPredicate::eq, fraction, c32(0));
-    Value exponentAllOnes = cmp(CmpIPredicate::eq, exponentField, c32(0xFF));
-    Value exponentZero = cmp(CmpIPredicate::eq, exponentField, c32(0));
-    Value isNaN = arith::AndIOp::create(
-        b, exponentAllOnes, cmp(CmpIPredicate::ne, fraction, c32(0)));
-    Value isInf = arith::AndIOp::create(b, exponentAllOnes, fractionZero);
-    Value isZero = arith::AndIOp::create(b, exponentZero, fractionZero);
-
-    // |x| * 2^-scaleExponent = significand * 2^lsb, exactly.
-    Value significand =
-        select(exponentZero, fraction, bitOr(fraction, c32(0x800000)));
-    Value lsb =
-        sub(select(exponentZero, c32(-149), sub(exponentField, c32(150))),
-            scaleExponent);
-    Value bitLength = sub(c32(32), ctlz(significand));
-    Value valueExponent = add(lsb, sub(bitLength, c32(1)));
-    const int minExponent = 1 - format.bias;
-    Value binade = maxsi(valueExponent, c32(minExponent));
-    Value discarded = sub(sub(binade, c32(format.mantissaBits)), lsb);
-
-    Value significand64 = zext(significand, i64());
-    // discarded <= 0: exact, shifted left (by at most the mantissa width).
-    Value leftShift = sext(clamp(sub(c32(0), discarded), 0, 63), i64());
-    Value exact = shl(significand64, leftShift);
-    // discarded > 0: truncated, then rounded up by one per the mode.
-    Value rightShift = sext(clamp(discarded, 1, 63), i64());
-    Value truncated = select(cmp(CmpIPredicate::sge, discarded, c32(32)),
-                             c64(0), shrui(significand64, rightShift));
-    Value roundsUp;
-    if (rounding == Rounding::Stochastic) {
-      Value fraction32 =
-          trunc(shrui(shl(significand64, c64(32)), rightShift), i32());
-      fraction32 = select(cmp(CmpIPredicate::sge, discarded, c32(64)), c32(0),
-                          fraction32);
-      roundsUp = cmp(CmpIPredicate::ult, randomBits, fraction32);
-    } else {
-      // Beyond 25 discarded bits the value is below half an ulp.
-      Value nearShift = minsi(rightShift, c64(26));
-      Value remainder =
-          bitAnd(significand64, sub(shl(c64(1), nearShift), c64(1)));
-      Value half = shl(c64(1), sub(nearShift, c64(1)));
-      Value above = cmp(CmpIPredicate::ugt, remainder, half);
-      Value tie = cmp(CmpIPredicate::eq, remainder, half);
-      Value tieRoundsUp =
-          rounding == Rounding::NearestAway
-              ? cBool(true)
-              : cmp(CmpIPredicate::ne, bitAnd(truncated, c64(1)), c64(0));
-      roundsUp = arith::AndIOp::create(
-          b, cmp(CmpIPredicate::sle, discarded, c32(25)),
-          arith::OrIOp::create(b, above,
-                               arith::AndIOp::create(b, tie, tieRoundsUp)));
-    }
-    Value rounded = add(truncated, zext(roundsUp, i64()));
-    Value magnitude =
-        select(cmp(CmpIPredicate::sle, discarded, c32(0)), exact, rounded);
-
-    // Subnormal codes are the magnitude; each binade above adds
-    // 2^mantissaBits. Carries land on the right code.
-    Value binadeOffset = sext(sub(binade, c32(minExponent)), i64());
-    Value code = add(shl(binadeOffset, c64(format.mantissaBits)), magnitude);
-    Value overflows = cmp(CmpIPredicate::ugt, code, c64(format.maxCode));
-    Value magnitudeCode =
-        select(overflows, c32(format.overflowCode), trunc(code, i32()));
-    Value result = bitOr(signCode, magnitudeCode);
-    result = select(isZero, signCode, result);
-    result = select(isInf, bitOr(signCode, c32(format.overflowCode)), result);
-    return select(isNaN, c32(format.nanCode), result);
-  }
-
-  //===--------------------------------------------------------------------===//
-  // Shared exponents (runtime/numerics/BlockQuantize.cpp)
-  //===--------------------------------------------------------------------===//
-
-  /// numerics::sharedExponent(amax, rule, element) from the i32 bits of
-  /// amax: exponent and significand fields only, no fp32 log2.
-  Value sharedExponent(Value amaxBits, ScaleRule rule,
-                       const FormatConstants &element) {
-    Value magnitude = bitAnd(amaxBits, c32(0x7FFFFFFF));
-    Value exponentField = shrui(magnitude, c32(23));
-    Value fraction = bitAnd(magnitude, c32(0x7FFFFF));
-    Value subnormal = cmp(CmpIPredicate::eq, exponentField, c32(0));
-    // A subnormal's leading one sits at bit 31 - ctlz; normalizing it
-    // shifts it up to bit 23.
-    Value shift = clamp(sub(ctlz(fraction), c32(8)), 0, 31);
-    Value significand =
-        select(subnormal, shl(fraction, shift), bitOr(fraction, c32(0x800000)));
-    Value log2Floor =
-        select(subnormal, sub(c32(-126), shift), sub(exponentField, c32(127)));
-
-    Value carries;
-    switch (rule) {
-    case ScaleRule::Floor:
-      carries = cBool(false);
-      break;
-    case ScaleRule::Ceil:
-      carries = cmp(CmpIPredicate::ne, significand, c32(0x800000));
-      break;
-    case ScaleRule::Even: {
-      const int dropped = 23 - element.mantissaBits;
-      const uint32_t threshold =
-          (0x1000000u - (1u << dropped)) + (1u << (dropped - 1));
-      carries = cmp(CmpIPredicate::uge, significand, c32(threshold));
-      break;
-    }
-    case ScaleRule::RCeil:
-      carries =
-          cmp(CmpIPredicate::ugt, significand, c32(element.maxSignificand));
-      break;
-    }
-    Value exponent = clamp(
-        sub(add(log2Floor, zext(carries, i32())), c32(element.maxExponent)),
-        -127, 127);
-    exponent =
-        select(cmp(CmpIPredicate::eq, magnitude, c32(0)), c32(-127), exponent);
-    return select(cmp(CmpIPredicate::uge, magnitude, c32(0x7F800000)), c32(127),
-                  exponent);
-  }
-
-  //===--------------------------------------------------------------------===//
-  // decode (runtime/numerics/Formats.cpp)
-  //===--------------------------------------------------------------------===//
-
-  /// numerics::decode(code, spec) for E2M1, E4M3 and E5M2: exact, as
-  /// significand * 2^exponent built from the fields.
-  Value decode(Value code, const FormatConstants &format) {
-    const int m = format.mantissaBits;
-    const uint32_t signMask = 1u << (format.bits - 1);
-    Value negative =
-        cmp(CmpIPredicate::ne, bitAnd(code, c32(signMask)), c32(0));
-    Value magnitude = bitAnd(code, c32(signMask - 1));
-    Value exponentField = shrui(magnitude, c32(m));
-    Value mantissa = bitAnd(magnitude, c32((1u << m) - 1));
-    Value subnormal = cmp(CmpIPredicate::eq, exponentField, c32(0));
-    Value significand =
-        select(subnormal, mantissa, bitOr(mantissa, c32(1u << m)));
-    Value exponent = select(subnormal, c32(1 - format.bias - m),
-                            sub(exponentField, c32(format.bias + m)));
-    Value powerOfTwo = bitcast(shl(add(exponent, c32(127)), c32(23)), f32());
-    Value value =
-        mulf(arith::UIToFPOp::create(b, f32(), significand), powerOfTwo);
-    value = select(negative, arith::NegFOp::create(b, value), value);
-
-    Value nan = cF32Bits(0x7FC00000);
-    if (format.format == numerics::ElementFormat::E4M3)
-      value = select(cmp(CmpIPredicate::eq, magnitude, c32(0x7F)), nan, value);
-    if (format.format == numerics::ElementFormat::E5M2) {
-      Value infinity =
-          select(negative, cF32Bits(0xFF800000), cF32Bits(0x7F800000));
-      Value special =
-          select(cmp(CmpIPredicate::ne, mantissa, c32(0)), nan, infinity);
-      value = select(cmp(CmpIPredicate::eq, exponentField, c32(0x1F)), special,
-                     value);
-    }
-    return value;
-  }
-
-  /// numerics::decodeE8M0: 2^(code - 127); 0x00 is the subnormal 2^-127,
-  /// 0xFF is NaN.
-  Value decodeE8M0(Value code) {
-    Value bits = select(cmp(CmpIPredicate::eq, code, c32(0)), c32(0x00400000),
-                        shl(code, c32(23)));
-    bits =
-        select(cmp(CmpIPredicate::eq, code, c32(0xFF)), c32(0x7FC00000), bits);
-    return bitcast(bits, f32());
-  }
-
-  //===--------------------------------------------------------------------===//
-  // Loops
-  //===--------------------------------------------------------------------===//
-
-  /// for (iv = lower; iv < upper; ++iv) body(iv)
-  void loop(Value lower, Value upper, function_ref<void(Value)> body) {
-    auto forOp = scf::ForOp::create(b, lower, upper, cIndex(1));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(forOp.getBody());
-    body(forOp.getInductionVar());
-  }
-
-  /// The same with loop-carried values: body returns the next ones.
-  SmallVector<Value>
-  loop(Value lower, Value upper, ValueRange initial,
-       function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-    auto forOp = scf::ForOp::create(b, lower, upper, cIndex(1), initial);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToEnd(forOp.getBody());
-      SmallVector<Value> next =
-          body(forOp.getInductionVar(), forOp.getRegionIterArgs());
-      scf::YieldOp::create(b, next);
-    }
-    return SmallVector<Value>(forOp.getResults());
-  }
-
-  Value addIndex(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
-  Value mulIndex(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
-  Value divIndex(Value x, int64_t y) {
-    return arith::DivUIOp::create(b, x, cIndex(y));
-  }
-};
 
 //===----------------------------------------------------------------------===//
 // Buffers: how a kernel's tensors live in memory
@@ -488,7 +115,7 @@ private:
 
   KernelOp kernel;
   ImplicitLocOpBuilder &b;
-  Emitter e;
+  QuantizationEmitter e;
   DenseMap<Value, Buffer> buffers;
   DenseMap<Value, Value> scalars;
   DenseMap<Value, Value> outputs; // yielded value -> output memref

@@ -1,5 +1,4 @@
-//===- CompileStep.h - A model and a policy into a runnable step -*- C++
-//-*-===//
+//===- CompileStep.h - A model and a policy into a runnable step -*- C++ -*-===//
 //
 // The compiler's API for whoever runs a training step (the trainer, a test,
 // another program): an elaborated model and its resolved policy in, a
@@ -16,12 +15,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TETRA_LOWERING_COMPILESTEP_H
-#define TETRA_LOWERING_COMPILESTEP_H
+#ifndef TETRA_DRIVER_COMPILESTEP_H
+#define TETRA_DRIVER_COMPILESTEP_H
 
-#include "frontend/MLIRGen.h"
+#include "frontend/ModelGraph.h"
+#include "frontend/Policy.h"
 #include "lowering/BuildSchedule.h"
-#include "lowering/CpuKernelTable.h"
+#include "driver/CpuKernelTable.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/LLVM.h"
@@ -60,4 +60,4 @@ mlir::FailureOr<CompiledStep> compileTrainingStep(
 
 } // namespace tetra
 
-#endif // TETRA_LOWERING_COMPILESTEP_H
+#endif // TETRA_DRIVER_COMPILESTEP_H

@@ -3,12 +3,12 @@
 // `--tetra-materialize-quantization`: each tetra.matmul whose role's policy
 // quantizes becomes tetra.rotate -> tetra.quantize on each operand, along the
 // operand's reduction dimension, and a tetra.scaled_matmul over the codes and
-// scales. Assigns every quantizer its tensor id (QuantizationPasses.td has
+// scales. Assigns every quantizer its tensor id (Passes.td has
 // the scheme, which the runtime and the GPU targets reproduce).
 //
 //===----------------------------------------------------------------------===//
 
-#include "lowering/QuantizationPasses.h"
+#include "lowering/Transforms/Passes.h"
 
 #include "dialect/TetraOps.h"
 
@@ -19,7 +19,7 @@
 
 namespace tetra {
 #define GEN_PASS_DEF_MATERIALIZEQUANTIZATION
-#include "lowering/QuantizationPasses.h.inc"
+#include "lowering/Transforms/Passes.h.inc"
 } // namespace tetra
 
 using namespace mlir;

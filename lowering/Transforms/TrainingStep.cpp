@@ -2,14 +2,14 @@
 //
 // --tetra-training-step: reverse-mode differentiation of the straight-line
 // @loss the frontend emits, then the global gradient norm, clipping and
-// AdamW, as one function @train_step (TrainingPasses.td has the contract).
+// AdamW, as one function @train_step (Passes.td has the contract).
 // Each tetra.linear becomes its three role GEMMs (tetra.matmul fprop, dgrad,
 // wgrad) so that quantization sees every product of every layer; every other
 // op differentiates through tetra::DifferentiableOpInterface.
 //
 //===----------------------------------------------------------------------===//
 
-#include "lowering/TrainingPasses.h"
+#include "lowering/Transforms/Passes.h"
 
 #include "dialect/TetraOps.h"
 
@@ -26,7 +26,7 @@
 
 namespace tetra {
 #define GEN_PASS_DEF_TRAININGSTEP
-#include "lowering/TrainingPasses.h.inc"
+#include "lowering/Transforms/Passes.h.inc"
 } // namespace tetra
 
 using namespace mlir;

@@ -1,13 +1,13 @@
 //===- CpuJitTest.cpp - Kernel compilation and the object cache -----------===//
 //
-// lowering/CpuJit.h: a miss compiles with the ExecutionEngine and stores the
+// driver/CpuJit.h: a miss compiles with the ExecutionEngine and stores the
 // object; a hit loads it into an LLJIT without code generation, and runs the
 // same code; the key follows the IR, the target and the optimization level;
 // a damaged cache entry is recompiled; errors carry the diagnostics.
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelHarness.h"
+#include "test/unit/lowering/KernelHarness.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"

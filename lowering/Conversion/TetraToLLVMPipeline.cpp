@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lowering/QuantizationPasses.h"
+#include "lowering/Conversion/Passes.h"
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -44,8 +44,8 @@ void tetra::buildTetraToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
-void tetra::registerTetraQuantizationPipelines() {
-  registerTetraQuantizationPasses();
+void tetra::registerTetraConversionPipelines() {
+  registerTetraConversionPasses();
   PassPipelineRegistration<>(
       "tetra-to-llvm",
       "Generate CPU code for the module's kernels, down to the LLVM dialect",

@@ -1,0 +1,198 @@
+//===- QuantizationEmitter.cpp - The quantization arithmetic as IR --------===//
+
+#include "lowering/Conversion/QuantizationEmitter.h"
+
+using namespace tetra;
+using namespace tetra::conversion;
+
+std::pair<Value, Value> QuantizationEmitter::mulHiLo(uint32_t multiplier, Value x) {
+  Value product = mul(c64(multiplier), zext(x, i64()));
+  return {trunc(shrui(product, c64(32)), i32()), trunc(product, i32())};
+}
+
+std::array<Value, 4> QuantizationEmitter::philox(std::array<Value, 4> counter, Value key0,
+                            Value key1) {
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      key0 = add(key0, c32(0x9E3779B9));
+      key1 = add(key1, c32(0xBB67AE85));
+    }
+    auto [hi0, lo0] = mulHiLo(0xD2511F53, counter[0]);
+    auto [hi1, lo1] = mulHiLo(0xCD9E8D57, counter[2]);
+    counter = {bitXor(bitXor(hi1, counter[1]), key0), lo1,
+               bitXor(bitXor(hi0, counter[3]), key1), lo0};
+  }
+  return counter;
+}
+
+Value QuantizationEmitter::randomBits(Value seed, Value step, Value tensorId, Value index) {
+  Value block = shrui(index, c64(2));
+  std::array<Value, 4> counter = {trunc(block, i32()),
+                                  trunc(shrui(block, c64(32)), i32()), step,
+                                  tensorId};
+  std::array<Value, 4> bits =
+      philox(counter, trunc(seed, i32()), trunc(shrui(seed, c64(32)), i32()));
+  Value lane = trunc(bitAnd(index, c64(3)), i32());
+  Value result = bits[3];
+  for (int k = 2; k >= 0; --k)
+    result = select(cmp(CmpIPredicate::eq, lane, c32(k)), bits[k], result);
+  return result;
+}
+
+Value QuantizationEmitter::encode(Value x, Value scaleExponent, const FormatConstants &format,
+             Rounding rounding, Value randomBits) {
+  Value bits = bitcast(x, i32());
+  Value signCode = shl(shrui(bits, c32(31)), c32(format.bits - 1));
+  Value exponentField = bitAnd(shrui(bits, c32(23)), c32(0xFF));
+  Value fraction = bitAnd(bits, c32(0x7FFFFF));
+  Value fractionZero = cmp(CmpIPredicate::eq, fraction, c32(0));
+  Value exponentAllOnes = cmp(CmpIPredicate::eq, exponentField, c32(0xFF));
+  Value exponentZero = cmp(CmpIPredicate::eq, exponentField, c32(0));
+  Value isNaN = arith::AndIOp::create(
+      b, exponentAllOnes, cmp(CmpIPredicate::ne, fraction, c32(0)));
+  Value isInf = arith::AndIOp::create(b, exponentAllOnes, fractionZero);
+  Value isZero = arith::AndIOp::create(b, exponentZero, fractionZero);
+
+  // |x| * 2^-scaleExponent = significand * 2^lsb, exactly.
+  Value significand =
+      select(exponentZero, fraction, bitOr(fraction, c32(0x800000)));
+  Value lsb =
+      sub(select(exponentZero, c32(-149), sub(exponentField, c32(150))),
+          scaleExponent);
+  Value bitLength = sub(c32(32), ctlz(significand));
+  Value valueExponent = add(lsb, sub(bitLength, c32(1)));
+  const int minExponent = 1 - format.bias;
+  Value binade = maxsi(valueExponent, c32(minExponent));
+  Value discarded = sub(sub(binade, c32(format.mantissaBits)), lsb);
+
+  Value significand64 = zext(significand, i64());
+  // discarded <= 0: exact, shifted left (by at most the mantissa width).
+  Value leftShift = sext(clamp(sub(c32(0), discarded), 0, 63), i64());
+  Value exact = shl(significand64, leftShift);
+  // discarded > 0: truncated, then rounded up by one per the mode.
+  Value rightShift = sext(clamp(discarded, 1, 63), i64());
+  Value truncated = select(cmp(CmpIPredicate::sge, discarded, c32(32)),
+                           c64(0), shrui(significand64, rightShift));
+  Value roundsUp;
+  if (rounding == Rounding::Stochastic) {
+    Value fraction32 =
+        trunc(shrui(shl(significand64, c64(32)), rightShift), i32());
+    fraction32 = select(cmp(CmpIPredicate::sge, discarded, c32(64)), c32(0),
+                        fraction32);
+    roundsUp = cmp(CmpIPredicate::ult, randomBits, fraction32);
+  } else {
+    // Beyond 25 discarded bits the value is below half an ulp.
+    Value nearShift = minsi(rightShift, c64(26));
+    Value remainder =
+        bitAnd(significand64, sub(shl(c64(1), nearShift), c64(1)));
+    Value half = shl(c64(1), sub(nearShift, c64(1)));
+    Value above = cmp(CmpIPredicate::ugt, remainder, half);
+    Value tie = cmp(CmpIPredicate::eq, remainder, half);
+    Value tieRoundsUp =
+        rounding == Rounding::NearestAway
+            ? cBool(true)
+            : cmp(CmpIPredicate::ne, bitAnd(truncated, c64(1)), c64(0));
+    roundsUp = arith::AndIOp::create(
+        b, cmp(CmpIPredicate::sle, discarded, c32(25)),
+        arith::OrIOp::create(b, above,
+                             arith::AndIOp::create(b, tie, tieRoundsUp)));
+  }
+  Value rounded = add(truncated, zext(roundsUp, i64()));
+  Value magnitude =
+      select(cmp(CmpIPredicate::sle, discarded, c32(0)), exact, rounded);
+
+  // Subnormal codes are the magnitude; each binade above adds
+  // 2^mantissaBits. Carries land on the right code.
+  Value binadeOffset = sext(sub(binade, c32(minExponent)), i64());
+  Value code = add(shl(binadeOffset, c64(format.mantissaBits)), magnitude);
+  Value overflows = cmp(CmpIPredicate::ugt, code, c64(format.maxCode));
+  Value magnitudeCode =
+      select(overflows, c32(format.overflowCode), trunc(code, i32()));
+  Value result = bitOr(signCode, magnitudeCode);
+  result = select(isZero, signCode, result);
+  result = select(isInf, bitOr(signCode, c32(format.overflowCode)), result);
+  return select(isNaN, c32(format.nanCode), result);
+}
+
+Value QuantizationEmitter::sharedExponent(Value amaxBits, ScaleRule rule,
+                     const FormatConstants &element) {
+  Value magnitude = bitAnd(amaxBits, c32(0x7FFFFFFF));
+  Value exponentField = shrui(magnitude, c32(23));
+  Value fraction = bitAnd(magnitude, c32(0x7FFFFF));
+  Value subnormal = cmp(CmpIPredicate::eq, exponentField, c32(0));
+  // A subnormal's leading one sits at bit 31 - ctlz; normalizing it
+  // shifts it up to bit 23.
+  Value shift = clamp(sub(ctlz(fraction), c32(8)), 0, 31);
+  Value significand =
+      select(subnormal, shl(fraction, shift), bitOr(fraction, c32(0x800000)));
+  Value log2Floor =
+      select(subnormal, sub(c32(-126), shift), sub(exponentField, c32(127)));
+
+  Value carries;
+  switch (rule) {
+  case ScaleRule::Floor:
+    carries = cBool(false);
+    break;
+  case ScaleRule::Ceil:
+    carries = cmp(CmpIPredicate::ne, significand, c32(0x800000));
+    break;
+  case ScaleRule::Even: {
+    const int dropped = 23 - element.mantissaBits;
+    const uint32_t threshold =
+        (0x1000000u - (1u << dropped)) + (1u << (dropped - 1));
+    carries = cmp(CmpIPredicate::uge, significand, c32(threshold));
+    break;
+  }
+  case ScaleRule::RCeil:
+    carries =
+        cmp(CmpIPredicate::ugt, significand, c32(element.maxSignificand));
+    break;
+  }
+  Value exponent = clamp(
+      sub(add(log2Floor, zext(carries, i32())), c32(element.maxExponent)),
+      -127, 127);
+  exponent =
+      select(cmp(CmpIPredicate::eq, magnitude, c32(0)), c32(-127), exponent);
+  return select(cmp(CmpIPredicate::uge, magnitude, c32(0x7F800000)), c32(127),
+                exponent);
+}
+
+Value QuantizationEmitter::decode(Value code, const FormatConstants &format) {
+  const int m = format.mantissaBits;
+  const uint32_t signMask = 1u << (format.bits - 1);
+  Value negative =
+      cmp(CmpIPredicate::ne, bitAnd(code, c32(signMask)), c32(0));
+  Value magnitude = bitAnd(code, c32(signMask - 1));
+  Value exponentField = shrui(magnitude, c32(m));
+  Value mantissa = bitAnd(magnitude, c32((1u << m) - 1));
+  Value subnormal = cmp(CmpIPredicate::eq, exponentField, c32(0));
+  Value significand =
+      select(subnormal, mantissa, bitOr(mantissa, c32(1u << m)));
+  Value exponent = select(subnormal, c32(1 - format.bias - m),
+                          sub(exponentField, c32(format.bias + m)));
+  Value powerOfTwo = bitcast(shl(add(exponent, c32(127)), c32(23)), f32());
+  Value value =
+      mulf(arith::UIToFPOp::create(b, f32(), significand), powerOfTwo);
+  value = select(negative, arith::NegFOp::create(b, value), value);
+
+  Value nan = cF32Bits(0x7FC00000);
+  if (format.format == numerics::ElementFormat::E4M3)
+    value = select(cmp(CmpIPredicate::eq, magnitude, c32(0x7F)), nan, value);
+  if (format.format == numerics::ElementFormat::E5M2) {
+    Value infinity =
+        select(negative, cF32Bits(0xFF800000), cF32Bits(0x7F800000));
+    Value special =
+        select(cmp(CmpIPredicate::ne, mantissa, c32(0)), nan, infinity);
+    value = select(cmp(CmpIPredicate::eq, exponentField, c32(0x1F)), special,
+                   value);
+  }
+  return value;
+}
+
+Value QuantizationEmitter::decodeE8M0(Value code) {
+  Value bits = select(cmp(CmpIPredicate::eq, code, c32(0)), c32(0x00400000),
+                      shl(code, c32(23)));
+  bits =
+      select(cmp(CmpIPredicate::eq, code, c32(0xFF)), c32(0x7FC00000), bits);
+  return bitcast(bits, f32());
+}

@@ -1,0 +1,248 @@
+//===- QuantizationEmitter.h - The quantization arithmetic as IR -*- C++ -*-===//
+//
+// The one emitter of Tetra's bit-exact quantization arithmetic, shared by
+// every target's conversion (TetraToCPU, and the GPU conversions to come):
+// Philox4x32-10 in i32/i64 arithmetic, element encoding from the fp32 bits
+// (nearest even, ties away, stochastic), decoding of E2M1/E4M3/E5M2/E8M0,
+// and the shared exponent of every scale rule from amax's integer fields.
+// It builds `arith`/`math` ops only (and `scf` loops), which every target
+// lowers, so the targets cannot drift apart: each computes what
+// runtime/numerics computes, bit for bit. The compile-time constants come
+// from runtime/numerics too (one definition).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TETRA_LOWERING_CONVERSION_QUANTIZATIONEMITTER_H
+#define TETRA_LOWERING_CONVERSION_QUANTIZATIONEMITTER_H
+
+#include "dialect/TetraOps.h"
+#include "runtime/numerics/BlockQuantize.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <array>
+#include <cmath>
+#include <utility>
+
+namespace tetra::conversion {
+
+using mlir::function_ref;
+using mlir::ImplicitLocOpBuilder;
+using mlir::OpBuilder;
+using mlir::SmallVector;
+using mlir::Type;
+using mlir::Value;
+using mlir::ValueRange;
+using mlir::arith::CmpFPredicate;
+using mlir::arith::CmpIPredicate;
+namespace arith = mlir::arith;
+namespace math = mlir::math;
+namespace scf = mlir::scf;
+
+//===----------------------------------------------------------------------===//
+// Formats: compile-time constants, from runtime/numerics
+//===----------------------------------------------------------------------===//
+
+/// What the generated encoder and decoder need to know about a format. Every
+/// field comes from runtime/numerics, so there is one definition.
+struct FormatConstants {
+  numerics::ElementFormat format;
+  int bits;
+  int mantissaBits;
+  int bias;
+  int maxExponent;
+  float maxFinite;
+  uint32_t maxCode;        ///< The largest finite magnitude code.
+  uint32_t overflowCode;   ///< What overflow and Inf give: max, or BF16's Inf.
+  uint32_t nanCode;        ///< The canonical NaN (E2M1: +0).
+  uint32_t maxSignificand; ///< maxFinite's 24-bit significand (for rceil).
+};
+
+inline FormatConstants constantsOf(numerics::ElementFormat format) {
+  const numerics::FormatSpec &spec = numerics::formatSpec(format);
+  FormatConstants constants;
+  constants.format = format;
+  constants.bits = spec.bits;
+  constants.mantissaBits = spec.mantissaBits;
+  constants.bias = spec.bias;
+  constants.maxExponent = spec.maxExponent;
+  constants.maxFinite = spec.maxFinite;
+  auto encodeConstant = [&](float x) {
+    return numerics::encode(x, 0, spec, numerics::Rounding::NearestEven);
+  };
+  constants.maxCode = encodeConstant(spec.maxFinite);
+  constants.overflowCode = encodeConstant(INFINITY);
+  constants.nanCode = encodeConstant(NAN);
+  constants.maxSignificand =
+      (numerics::floatBits(spec.maxFinite) & 0x7FFFFF) | 0x800000;
+  return constants;
+}
+
+/// numerics' kRotationSignsTensorId: the stream random Hadamard signs use.
+constexpr uint32_t kRotationSignsTensorId = numerics::kRotationSignsTensorId;
+
+//===----------------------------------------------------------------------===//
+// QuantizationEmitter: integer and fp32 arithmetic as arith/math ops
+//===----------------------------------------------------------------------===//
+
+/// Builds the scalar computations. Values are i32 unless a name says
+/// otherwise; shift amounts are always clamped into range, so nothing is
+/// poison.
+class QuantizationEmitter {
+public:
+  explicit QuantizationEmitter(mlir::ImplicitLocOpBuilder &builder) : b(builder) {}
+
+  ImplicitLocOpBuilder &b;
+
+  Type i8() { return b.getI8Type(); }
+  Type i16() { return b.getI16Type(); }
+  Type i32() { return b.getI32Type(); }
+  Type i64() { return b.getI64Type(); }
+  Type f32() { return b.getF32Type(); }
+
+  Value c32(int64_t value) {
+    return arith::ConstantOp::create(
+        b, b.getI32IntegerAttr(static_cast<int32_t>(value)));
+  }
+  Value c64(int64_t value) {
+    return arith::ConstantOp::create(b, b.getI64IntegerAttr(value));
+  }
+  Value cIndex(int64_t value) {
+    return arith::ConstantIndexOp::create(b, value);
+  }
+  Value cF32(float value) {
+    return arith::ConstantOp::create(b, b.getF32FloatAttr(value));
+  }
+  Value cF32Bits(uint32_t bits) { return cF32(numerics::bitsToFloat(bits)); }
+  Value cBool(bool value) {
+    return arith::ConstantOp::create(b, b.getBoolAttr(value));
+  }
+
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
+  Value bitAnd(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
+  Value bitOr(Value x, Value y) { return arith::OrIOp::create(b, x, y); }
+  Value bitXor(Value x, Value y) { return arith::XOrIOp::create(b, x, y); }
+  Value shl(Value x, Value y) { return arith::ShLIOp::create(b, x, y); }
+  Value shrui(Value x, Value y) { return arith::ShRUIOp::create(b, x, y); }
+  Value maxsi(Value x, Value y) { return arith::MaxSIOp::create(b, x, y); }
+  Value minsi(Value x, Value y) { return arith::MinSIOp::create(b, x, y); }
+  Value maxui(Value x, Value y) { return arith::MaxUIOp::create(b, x, y); }
+  Value cmp(CmpIPredicate predicate, Value x, Value y) {
+    return arith::CmpIOp::create(b, predicate, x, y);
+  }
+  Value select(Value condition, Value x, Value y) {
+    return arith::SelectOp::create(b, condition, x, y);
+  }
+  Value zext(Value x, Type type) { return arith::ExtUIOp::create(b, type, x); }
+  Value sext(Value x, Type type) { return arith::ExtSIOp::create(b, type, x); }
+  Value trunc(Value x, Type type) {
+    return arith::TruncIOp::create(b, type, x);
+  }
+  Value bitcast(Value x, Type type) {
+    return arith::BitcastOp::create(b, type, x);
+  }
+  Value ctlz(Value x) { return math::CountLeadingZerosOp::create(b, x); }
+  Value toI64(Value index) {
+    return arith::IndexCastOp::create(b, i64(), index);
+  }
+
+  Value addf(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
+  Value subf(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
+  Value mulf(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
+  Value divf(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
+  Value cmpf(CmpFPredicate predicate, Value x, Value y) {
+    return arith::CmpFOp::create(b, predicate, x, y);
+  }
+
+  /// min(max(x, lo), hi) on signed i32.
+  Value clamp(Value x, int64_t lo, int64_t hi) {
+    return minsi(maxsi(x, c32(lo)), c32(hi));
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Philox4x32-10 (runtime/numerics/Philox.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// (hi, lo) of the 64-bit product of the constant `multiplier` and `x`.
+  std::pair<Value, Value> mulHiLo(uint32_t multiplier, Value x);
+
+  std::array<Value, 4> philox(std::array<Value, 4> counter, Value key0,
+                              Value key1);
+
+  /// numerics::randomBits({seed, step, tensorId}, index): `seed` and `index`
+  /// are i64, `step` and `tensorId` i32.
+  Value randomBits(Value seed, Value step, Value tensorId, Value index);
+
+  //===--------------------------------------------------------------------===//
+  // encode (runtime/numerics/Formats.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// numerics::encode(x, scaleExponent, spec, rounding, randomBits): the code
+  /// (i32, low `bits` bits) of x * 2^-scaleExponent. `x` is f32,
+  /// `scaleExponent` i32, `randomBits` i32 (stochastic rounding only).
+  Value encode(Value x, Value scaleExponent, const FormatConstants &format,
+               Rounding rounding, Value randomBits);
+
+  //===--------------------------------------------------------------------===//
+  // Shared exponents (runtime/numerics/BlockQuantize.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// numerics::sharedExponent(amax, rule, element) from the i32 bits of
+  /// amax: exponent and significand fields only, no fp32 log2.
+  Value sharedExponent(Value amaxBits, ScaleRule rule,
+                       const FormatConstants &element);
+
+  //===--------------------------------------------------------------------===//
+  // decode (runtime/numerics/Formats.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// numerics::decode(code, spec) for E2M1, E4M3 and E5M2: exact, as
+  /// significand * 2^exponent built from the fields.
+  Value decode(Value code, const FormatConstants &format);
+
+  /// numerics::decodeE8M0: 2^(code - 127); 0x00 is the subnormal 2^-127,
+  /// 0xFF is NaN.
+  Value decodeE8M0(Value code);
+
+  //===--------------------------------------------------------------------===//
+  // Loops
+  //===--------------------------------------------------------------------===//
+
+  /// for (iv = lower; iv < upper; ++iv) body(iv)
+  void loop(Value lower, Value upper, function_ref<void(Value)> body) {
+    auto forOp = scf::ForOp::create(b, lower, upper, cIndex(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(forOp.getBody());
+    body(forOp.getInductionVar());
+  }
+
+  /// The same with loop-carried values: body returns the next ones.
+  SmallVector<Value>
+  loop(Value lower, Value upper, ValueRange initial,
+       function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    auto forOp = scf::ForOp::create(b, lower, upper, cIndex(1), initial);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToEnd(forOp.getBody());
+      SmallVector<Value> next =
+          body(forOp.getInductionVar(), forOp.getRegionIterArgs());
+      scf::YieldOp::create(b, next);
+    }
+    return SmallVector<Value>(forOp.getResults());
+  }
+
+  Value addIndex(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value mulIndex(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
+  Value divIndex(Value x, int64_t y) {
+    return arith::DivUIOp::create(b, x, cIndex(y));
+  }
+};
+
+} // namespace tetra::conversion
+
+#endif // TETRA_LOWERING_CONVERSION_QUANTIZATIONEMITTER_H
