@@ -2,6 +2,9 @@
 
 #include "lowering/Conversion/QuantizationEmitter.h"
 
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/Support/MathExtras.h"
+
 using namespace tetra;
 using namespace tetra::conversion;
 
@@ -195,4 +198,99 @@ Value QuantizationEmitter::decodeE8M0(Value code) {
   bits =
       select(cmp(CmpIPredicate::eq, code, c32(0xFF)), c32(0x7FC00000), bits);
   return bitcast(bits, f32());
+}
+
+std::pair<Value, Value> QuantizationEmitter::magnitudeOf(Value x) {
+  Value magnitude = bitAnd(bitcast(x, i32()), c32(0x7FFFFFFF));
+  return {magnitude, cmp(CmpIPredicate::ult, magnitude, c32(0x7F800000))};
+}
+
+/// amax over the finite elements of a block, and whether it holds a NaN or
+/// an Inf.
+static std::pair<Value, Value>
+blockAmax(QuantizationEmitter &e, int64_t blockSize,
+          function_ref<Value(Value)> load) {
+  SmallVector<Value> amax = e.loop(
+      e.cIndex(0), e.cIndex(blockSize), ValueRange{e.c32(0), e.cBool(false)},
+      [&](Value j, ValueRange carried) -> SmallVector<Value> {
+        auto [magnitude, finite] = e.magnitudeOf(load(j));
+        return {e.select(finite, e.maxui(carried[0], magnitude), carried[0]),
+                arith::OrIOp::create(
+                    e.b, carried[1],
+                    arith::XOrIOp::create(e.b, finite, e.cBool(true)))};
+      });
+  return {amax[0], amax[1]};
+}
+
+void QuantizationEmitter::quantizeMXBlock(
+    int64_t blockSize, const FormatConstants &element, ScaleRule rule,
+    Rounding rounding, function_ref<Value(Value)> load,
+    function_ref<Value(Value)> randomBitsAt,
+    function_ref<void(Value, Value)> storeCode,
+    function_ref<void(Value)> storeScale) {
+  auto [amaxBits, nonFinite] = blockAmax(*this, blockSize, load);
+  Value exponent = sharedExponent(amaxBits, rule, element);
+  storeScale(select(nonFinite, c32(0xFF), add(exponent, c32(127))));
+  loop(cIndex(0), cIndex(blockSize), [&](Value j) {
+    Value bits = rounding == Rounding::Stochastic ? randomBitsAt(j) : Value();
+    Value code = encode(load(j), exponent, element, rounding, bits);
+    storeCode(j, select(nonFinite, c32(0), code));
+  });
+}
+
+void QuantizationEmitter::quantizeNVFP4Block(
+    int64_t blockSize, const FormatConstants &element, Rounding rounding,
+    Value tensorScale, function_ref<Value(Value)> load,
+    function_ref<Value(Value)> randomBitsAt,
+    function_ref<void(Value, Value)> storeCode,
+    function_ref<void(Value)> storeScale) {
+  static const FormatConstants e4m3 =
+      constantsOf(numerics::ElementFormat::E4M3);
+  auto [amaxBits, nonFinite] = blockAmax(*this, blockSize, load);
+  Value amaxBlock = bitcast(amaxBits, f32());
+  Value scaleCode =
+      encode(divf(amaxBlock, mulf(tensorScale, cF32(element.maxFinite))),
+             c32(0), e4m3, Rounding::NearestEven, {});
+  Value decodedScale = mulf(decode(scaleCode, e4m3), tensorScale);
+  Value scaleIsZero = cmpf(CmpFPredicate::OEQ, decodedScale, cF32(0.0f));
+  storeScale(select(nonFinite, c32(e4m3.nanCode), scaleCode));
+  loop(cIndex(0), cIndex(blockSize), [&](Value j) {
+    Value x = load(j);
+    Value signedZero =
+        shl(shrui(bitcast(x, i32()), c32(31)), c32(element.bits - 1));
+    Value bits = rounding == Rounding::Stochastic ? randomBitsAt(j) : Value();
+    Value code = encode(divf(x, decodedScale), c32(0), element, rounding, bits);
+    code = select(scaleIsZero, signedZero, code);
+    storeCode(j, select(nonFinite, c32(0), code));
+  });
+}
+
+void QuantizationEmitter::hadamardButterflies(Value work, int64_t blockSize) {
+  namespace memref = mlir::memref;
+  for (int64_t h = 1; h < blockSize; h *= 2) {
+    const int64_t log2h = llvm::Log2_64(h);
+    loop(cIndex(0), cIndex(blockSize / 2), [&](Value pair) {
+      Value high =
+          arith::ShLIOp::create(b, arith::ShRUIOp::create(b, pair, cIndex(log2h)),
+                                cIndex(log2h + 1));
+      Value lo =
+          addIndex(high, arith::AndIOp::create(b, pair, cIndex(h - 1)));
+      Value hi = addIndex(lo, cIndex(h));
+      Value x = memref::LoadOp::create(b, work, lo);
+      Value y = memref::LoadOp::create(b, work, hi);
+      memref::StoreOp::create(b, addf(x, y), work, lo);
+      memref::StoreOp::create(b, subf(x, y), work, hi);
+    });
+  }
+}
+
+void QuantizationEmitter::hadamardSigns(Value signs, int64_t blockSize,
+                                        Value seed, Value step) {
+  Value tensorId = c32(kRotationSignsTensorId);
+  loop(cIndex(0), cIndex(blockSize), [&](Value j) {
+    Value bits = randomBits(seed, step, tensorId, toI64(j));
+    Value negative = cmp(CmpIPredicate::ne, bitAnd(bits, c32(1)), c32(0));
+    mlir::memref::StoreOp::create(b, select(negative, cF32(-1.0f), cF32(1.0f)),
+                                  signs, j);
+  });
 }

@@ -210,6 +210,46 @@ public:
   Value decodeE8M0(Value code);
 
   //===--------------------------------------------------------------------===//
+  // Blocks (runtime/numerics/BlockQuantize.cpp, Hadamard.cpp): what every
+  // target computes per block, whatever its loops and memory look like
+  //===--------------------------------------------------------------------===//
+
+  /// |x|'s i32 bits, and whether x is finite (i1).
+  std::pair<Value, Value> magnitudeOf(Value x);
+
+  /// One block of `blockSize` elements with an E8M0 scale (MX):
+  /// `load(j)` gives element j (f32; called twice per element), amax is
+  /// taken over the finite ones; `storeScale` gets the scale code (the
+  /// shared exponent + 127, or 0xFF for a block holding a NaN or an Inf)
+  /// and `storeCode(j, code)` each element's code (0 in such a block).
+  /// `randomBitsAt(j)` gives element j's stochastic-rounding bits (only
+  /// called when `rounding` is stochastic).
+  void quantizeMXBlock(int64_t blockSize, const FormatConstants &element,
+                       ScaleRule rule, Rounding rounding,
+                       function_ref<Value(Value)> load,
+                       function_ref<Value(Value)> randomBitsAt,
+                       function_ref<void(Value, Value)> storeCode,
+                       function_ref<void(Value)> storeScale);
+
+  /// The same for NVFP4 (an E4M3 block scale under the f32 `tensorScale`),
+  /// in numerics' order of fp32 operations.
+  void quantizeNVFP4Block(int64_t blockSize, const FormatConstants &element,
+                          Rounding rounding, Value tensorScale,
+                          function_ref<Value(Value)> load,
+                          function_ref<Value(Value)> randomBitsAt,
+                          function_ref<void(Value, Value)> storeCode,
+                          function_ref<void(Value)> storeScale);
+
+  /// The fast Walsh-Hadamard transform of `work` (a memref<B x f32>) in
+  /// numerics' order: butterflies of stride 1, 2, ..., B/2 on the pairs
+  /// (lo, lo + h) with (lo & h) == 0; unnormalized.
+  void hadamardButterflies(Value work, int64_t blockSize);
+
+  /// The random Hadamard signs (±1.0 f32) into `signs` (memref<B x f32>):
+  /// bit 0 of randomBits(seed, step, kRotationSignsTensorId, j).
+  void hadamardSigns(Value signs, int64_t blockSize, Value seed, Value step);
+
+  //===--------------------------------------------------------------------===//
   // Loops
   //===--------------------------------------------------------------------===//
 

@@ -246,14 +246,7 @@ LogicalResult KernelLowering::lowerRotate(RotateOp op) {
                      ? e.trunc(scalars.lookup(op.getStep()), e.i32())
                      : e.c32(0);
     Value seed = e.c64(static_cast<int64_t>(rotation.getSeed()));
-    Value tensorId = e.c32(kRotationSignsTensorId);
-    e.loop(e.cIndex(0), e.cIndex(blockSize), [&](Value j) {
-      Value bits = e.randomBits(seed, step, tensorId, e.toI64(j));
-      Value negative =
-          e.cmp(CmpIPredicate::ne, e.bitAnd(bits, e.c32(1)), e.c32(0));
-      memref::StoreOp::create(
-          b, e.select(negative, e.cF32(-1.0f), e.cF32(1.0f)), signs, j);
-    });
+    e.hadamardSigns(signs, blockSize, seed, step);
   }
   Value work =
       memref::AllocaOp::create(b, MemRefType::get({blockSize}, e.f32()));
@@ -277,23 +270,7 @@ LogicalResult KernelLowering::lowerRotate(RotateOp op) {
             x = e.mulf(x, memref::LoadOp::create(b, signs, j));
           memref::StoreOp::create(b, x, work, j);
         });
-        // Butterflies, stride 1, 2, ..., B/2: pairs (lo, lo + h) with
-        // (lo & h) == 0.
-        for (int64_t h = 1; h < blockSize; h *= 2) {
-          const int64_t log2h = llvm::Log2_64(h);
-          e.loop(zero, e.cIndex(blockSize / 2), [&](Value pair) {
-            Value high = arith::ShLIOp::create(
-                b, arith::ShRUIOp::create(b, pair, e.cIndex(log2h)),
-                e.cIndex(log2h + 1));
-            Value lo = e.addIndex(
-                high, arith::AndIOp::create(b, pair, e.cIndex(h - 1)));
-            Value hi = e.addIndex(lo, e.cIndex(h));
-            Value x = memref::LoadOp::create(b, work, lo);
-            Value y = memref::LoadOp::create(b, work, hi);
-            memref::StoreOp::create(b, e.addf(x, y), work, lo);
-            memref::StoreOp::create(b, e.subf(x, y), work, hi);
-          });
-        }
+        e.hadamardButterflies(work, blockSize);
         // Scale by 1/sqrt(B), then the signs for the inverse; scatter.
         e.loop(zero, e.cIndex(blockSize), [&](Value j) {
           Value x =
@@ -340,12 +317,6 @@ LogicalResult KernelLowering::lowerQuantize(QuantizeOp op) {
                       : Value();
   };
 
-  /// |x|'s bits, and whether x is finite.
-  auto magnitudeOf = [&](Value x) -> std::pair<Value, Value> {
-    Value magnitude = e.bitAnd(e.bitcast(x, e.i32()), e.c32(0x7FFFFFFF));
-    return {magnitude, e.cmp(CmpIPredicate::ult, magnitude, e.c32(0x7F800000))};
-  };
-
   // NVFP4's per-tensor scale: amax over the finite elements / (448 * max).
   Value tensorScale;
   if (nvfp4) {
@@ -353,7 +324,7 @@ LogicalResult KernelLowering::lowerQuantize(QuantizeOp op) {
     Value amaxBits = e.loop(
         zero, numElements(sizes), ValueRange{e.c32(0)},
         [&](Value index, ValueRange carried) -> SmallVector<Value> {
-          auto [magnitude, finite] = magnitudeOf(loadF32(input, index));
+          auto [magnitude, finite] = e.magnitudeOf(loadF32(input, index));
           return {e.select(finite, e.maxui(carried[0], magnitude), carried[0])};
         })[0];
     Value quotient = e.divf(e.bitcast(amaxBits, e.f32()),
@@ -378,60 +349,23 @@ LogicalResult KernelLowering::lowerQuantize(QuantizeOp op) {
           Value row = e.addIndex(e.mulIndex(o, extent), e.addIndex(first, j));
           return e.addIndex(e.mulIndex(row, inner), i);
         };
-        // The block's amax over its finite elements, and whether it holds
-        // a NaN or an Inf.
-        SmallVector<Value> amax = e.loop(
-            zero, blockEnd, ValueRange{e.c32(0), e.cBool(false)},
-            [&](Value j, ValueRange carried) -> SmallVector<Value> {
-              auto [magnitude, finite] =
-                  magnitudeOf(loadF32(input, indexOf(j)));
-              return {
-                  e.select(finite, e.maxui(carried[0], magnitude), carried[0]),
-                  arith::OrIOp::create(
-                      b, carried[1],
-                      arith::XOrIOp::create(b, finite, e.cBool(true)))};
-            });
-        Value amaxBits = amax[0], nonFinite = amax[1];
         Value scaleIndex = e.addIndex(
             e.mulIndex(e.addIndex(e.mulIndex(o, blocks), block), inner), i);
-
-        if (!nvfp4) {
-          Value exponent = e.sharedExponent(
-              amaxBits, quant.getBlockScale().getRule(), element);
-          storeCode(
-              scales, scaleIndex,
-              e.select(nonFinite, e.c32(0xFF), e.add(exponent, e.c32(127))));
-          e.loop(zero, blockEnd, [&](Value j) {
-            Value index = indexOf(j);
-            Value code = e.encode(loadF32(input, index), exponent, element,
-                                  rounding, randomBitsAt(index));
-            storeCode(codes, index, e.select(nonFinite, e.c32(0), code));
-          });
-          return;
-        }
-
-        // NVFP4, in numerics' order of fp32 operations.
-        static const FormatConstants e4m3 =
-            constantsOf(numerics::ElementFormat::E4M3);
-        Value amaxBlock = e.bitcast(amaxBits, e.f32());
-        Value scaleCode = e.encode(
-            e.divf(amaxBlock, e.mulf(tensorScale, e.cF32(element.maxFinite))),
-            e.c32(0), e4m3, Rounding::NearestEven, {});
-        Value decodedScale = e.mulf(e.decode(scaleCode, e4m3), tensorScale);
-        Value scaleIsZero =
-            e.cmpf(CmpFPredicate::OEQ, decodedScale, e.cF32(0.0f));
-        storeCode(scales, scaleIndex,
-                  e.select(nonFinite, e.c32(e4m3.nanCode), scaleCode));
-        e.loop(zero, blockEnd, [&](Value j) {
-          Value index = indexOf(j);
-          Value x = loadF32(input, index);
-          Value signedZero = e.shl(e.shrui(e.bitcast(x, e.i32()), e.c32(31)),
-                                   e.c32(element.bits - 1));
-          Value code = e.encode(e.divf(x, decodedScale), e.c32(0), element,
-                                rounding, randomBitsAt(index));
-          code = e.select(scaleIsZero, signedZero, code);
-          storeCode(codes, index, e.select(nonFinite, e.c32(0), code));
-        });
+        auto load = [&](Value j) { return loadF32(input, indexOf(j)); };
+        auto bitsAt = [&](Value j) { return randomBitsAt(indexOf(j)); };
+        auto storeElement = [&](Value j, Value code) {
+          storeCode(codes, indexOf(j), code);
+        };
+        auto storeScale = [&](Value code) {
+          storeCode(scales, scaleIndex, code);
+        };
+        if (nvfp4)
+          e.quantizeNVFP4Block(blockSize, element, rounding, tensorScale, load,
+                               bitsAt, storeElement, storeScale);
+        else
+          e.quantizeMXBlock(blockSize, element,
+                            quant.getBlockScale().getRule(), rounding, load,
+                            bitsAt, storeElement, storeScale);
       });
     });
   });
