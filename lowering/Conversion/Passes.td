@@ -1,7 +1,7 @@
 //===- Passes.td - One conversion per target ----------------*- tablegen -*-===//
 //
 // Each target's last conversion, from formed `tetra.kernel`s to its code:
-// the CPU (loops down to the LLVM dialect). Every conversion emits the
+// the CPU (loops down to the LLVM dialect) and sm_90a (gpu.modules). Every conversion emits the
 // quantization arithmetic through one shared emitter
 // (QuantizationEmitter.h), so the targets cannot drift apart. Their
 // reference, docs/passes/Conversion.md, is generated from this file.
@@ -63,6 +63,61 @@ def ConvertTetraToCPU : Pass<"convert-tetra-to-cpu", "mlir::ModuleOp"> {
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect",
+  ];
+}
+
+def ConvertTetraToNVVM : Pass<"convert-tetra-to-nvvm", "mlir::ModuleOp"> {
+  let summary = "Generate NVIDIA Hopper (sm_90a) code for every GEMM tetra.kernel";
+  let description = [{
+    Every GEMM `tetra.kernel` — two block-scaled operands (MXFP4, MXFP8
+    E4M3/E5M2: E8M0 scales on blocks of 32), each optionally rotated
+    (deterministic or random block Hadamard, 16 to 128) and quantized along
+    K (nearest even, nearest away or stochastic), and their
+    `tetra.scaled_matmul` in any role's layout — becomes a `gpu.module`
+    named after the kernel, of three `gpu.func` launches:
+
+    - `NAME__lhs`, `NAME__rhs` (`input, codes, scales, seed, step`): one
+      thread per segment of the operand along K (the larger of the
+      quantization block and the rotation block), rotating it in a local
+      buffer and quantizing its blocks through the shared quantization
+      emitter — codes (one per byte, in the operand's layout) and E8M0
+      scales bit for bit those of `runtime/numerics`, stochastic-rounding
+      bits included;
+    - `NAME__gemm` (`lhs codes, lhs scales, rhs codes, rhs scales,
+      result`): one warp per 16 x 8 tile of the f32 result; K in chunks of
+      32, each chunk's codes widened to E4M3 bytes (every E2M1 value is
+      exact in E4M3; E4M3 and E5M2 codes are used as they are), reduced by
+      one `mma.sync.aligned.m16n8k32` started from zero (never chained in
+      the tensor core's accumulator), the chunk's two E8M0 scales applied
+      to its sum in fp32 as `(sum · 2^s1) · 2^s2` with s1 = ⌊(ea+eb)/2⌋,
+      s2 = ea + eb − s1 (no intermediate overflow where the result is in
+      range; a NaN scale gives NaN), and the chunks accumulated in order. For MXFP4 × MXFP4 every chunk's sum is exact,
+      so the result is `tetra.scaled_matmul`'s contract bit for bit.
+
+    Each `gpu.func` records its launch in `tetra.launch = {grid, block,
+    arguments}`, the arguments named `input:I` (the kernel's input I),
+    `result:0`, `scratch:lhs.codes` (and `.scales`, `rhs.*`: buffers the
+    launches share) and `scalar:seed` / `scalar:step` (the step's seed and
+    step, as i64). The module's other operations (the host side, the
+    elementwise kernels the CPU runs) are removed.
+
+    A GEMM the target cannot implement — NVFP4, BF16 or f32 operands, a
+    shape that is not a multiple of 16 x 8 x 32, an operand computed inside
+    the kernel — is an error naming the GEMM (`layers.0.attn.wq.fprop`)
+    and the target. Nothing here emits E2M1 conversion instructions, which
+    sm_90a does not have (LLVM aborts on them).
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
+           "the NVIDIA chip (sm_90a)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
   ];
 }
 

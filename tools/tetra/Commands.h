@@ -55,6 +55,10 @@ void printPlotHelp();
 int trainMain(const std::vector<std::string_view> &args);
 void printTrainHelp();
 
+/// `tetra compile` (CompileCommand.cpp).
+int compileMain(const std::vector<std::string_view> &args);
+void printCompileHelp();
+
 } // namespace tetra::driver
 
 #endif // TETRA_TOOLS_TETRA_COMMANDS_H

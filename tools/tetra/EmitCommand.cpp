@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/tetra/Commands.h"
+#include "tools/tetra/LoadInputs.h"
 
 #include "frontend/Frontend.h"
 #include "frontend/MLIRGen.h"
@@ -30,6 +31,7 @@
 
 using namespace tetra;
 using namespace tetra::frontend;
+using namespace tetra::driver;
 
 namespace {
 
@@ -228,73 +230,15 @@ bool printSchedule(mlir::MLIRContext &context, mlir::ModuleOp module,
 /// batch = micro_batch, seq = seq_len.
 int emitTetra(const EmitOptionsFromCommandLine &options,
               DiagnosticEngine &diags, llvm::raw_ostream &os) {
-  std::string modelPath, policyPath;
-  std::optional<RunConfig> run;
-  for (const std::string &file : options.files) {
-    std::optional<FileKind> kind = detectFileKind(diags, file);
-    if (!kind)
-      return 1;
-    std::string *slot = nullptr;
-    if (*kind == FileKind::Model)
-      slot = &modelPath;
-    else if (*kind == FileKind::Policy)
-      slot = &policyPath;
-    if (*kind == FileKind::Run) {
-      if (run) {
-        diags.error("tetra emit: more than one run file given");
-        return 1;
-      }
-      run = loadRun(diags, file);
-      if (!run)
-        return 1;
-      continue;
-    }
-    if (!slot->empty()) {
-      diags.error("tetra emit: more than one " +
-                  llvm::Twine(*kind == FileKind::Model ? "model" : "policy") +
-                  " file given ('" + *slot + "' and '" + file + "')");
-      return 1;
-    }
-    *slot = file;
-  }
-  EmitOptions emit = options.emit;
-  if (run) {
-    if (modelPath.empty())
-      modelPath = run->modelPath;
-    if (policyPath.empty())
-      policyPath = run->policyPath;
-    emit.dimensions.try_emplace("batch", run->microBatch);
-    emit.dimensions.try_emplace("seq", run->seqLen);
-  }
-  if (modelPath.empty()) {
-    diags.error("tetra emit: --stage=" + options.stage +
-                " needs a model file (or a run file naming one)");
+  std::optional<LoadedInputs> inputs =
+      loadInputs(diags, options.files, options.emit, "tetra emit",
+                 "--stage=" + options.stage);
+  if (!inputs)
     return 1;
-  }
-  std::optional<ModelGraph> model = loadModel(diags, modelPath);
-  if (!model)
-    return 1;
-  std::optional<ResolvedPolicy> policy;
-  if (!policyPath.empty()) {
-    policy = loadPolicy(diags, policyPath, model->linearNames());
-    if (!policy)
-      return 1;
-    // The checks `tetra check` makes, so that the IR verifier never has to:
-    // Wgrad's tokens count once batch and seq are both known.
-    auto batch = emit.dimensions.find("batch");
-    auto seq = emit.dimensions.find("seq");
-    int64_t tokens = 0;
-    std::string tokensText;
-    if (batch != emit.dimensions.end() && seq != emit.dimensions.end()) {
-      tokens = batch->second * seq->second;
-      tokensText = "batch * seq = " + std::to_string(batch->second) + " * " +
-                   std::to_string(seq->second) + " = " +
-                   std::to_string(tokens) + " tokens";
-    }
-    if (!checkReductionSizes(diags, *model, *policy, tokens, tokensText, ""))
-      return 1;
-  }
-
+  const std::optional<RunConfig> &run = inputs->run;
+  std::optional<ResolvedPolicy> &policy = inputs->policy;
+  EmitOptions &emit = inputs->emit;
+  ModelGraph *model = &inputs->model;
   mlir::MLIRContext context;
   // Diagnostics point into the user's files; an IR dump would bury them.
   context.printOpOnDiagnostic(false);

@@ -1,7 +1,7 @@
 //===- tetra.cpp - The Tetra driver ---------------------------------------===//
 //
 // `tetra <command> [options]`. The commands are listed in kCommands; each is
-// implemented in its own file (see Commands.h). Planned: compile, train.
+// implemented in its own file (see Commands.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +26,8 @@ const Command kCommands[] = {
      emitMain, printEmitHelp},
     {"train", "compile a run's training step and train it", trainMain,
      printTrainHelp},
+    {"compile", "compile a training step's GEMM kernels into a GPU bundle",
+     compileMain, printCompileHelp},
     {"plot", "draw the loss curves of several runs into a PNG", plotMain,
      printPlotHelp},
     {"quantize",

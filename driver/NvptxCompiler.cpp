@@ -1,0 +1,201 @@
+//===- NvptxCompiler.cpp - sm_90a GEMM kernels down to PTX ----------------===//
+
+#include "driver/NvptxCompiler.h"
+
+#include "runtime/io/Json.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/Passes.h"
+
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Triple.h"
+
+#include <mutex>
+
+using namespace mlir;
+using namespace tetra;
+
+namespace {
+
+void initializeNvptx() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+  });
+}
+
+/// An attribute as JSON: dictionaries, arrays, strings, integers, booleans.
+void appendJson(std::string &out, Attribute attribute) {
+  if (auto dictionary = dyn_cast<DictionaryAttr>(attribute)) {
+    out += '{';
+    const char *separator = "";
+    for (NamedAttribute field : dictionary) {
+      out += separator;
+      io::appendJsonString(out, field.getName().strref());
+      out += ':';
+      appendJson(out, field.getValue());
+      separator = ",";
+    }
+    out += '}';
+  } else if (auto array = dyn_cast<ArrayAttr>(attribute)) {
+    out += '[';
+    for (auto [i, element] : llvm::enumerate(array)) {
+      out += i ? "," : "";
+      appendJson(out, element);
+    }
+    out += ']';
+  } else if (auto integers = dyn_cast<DenseI64ArrayAttr>(attribute)) {
+    out += '[';
+    for (auto [i, value] : llvm::enumerate(integers.asArrayRef())) {
+      out += i ? "," : "";
+      io::appendJsonInteger(out, value);
+    }
+    out += ']';
+  } else if (auto string = dyn_cast<StringAttr>(attribute)) {
+    io::appendJsonString(out, string.strref());
+  } else if (auto boolean = dyn_cast<BoolAttr>(attribute)) {
+    out += boolean.getValue() ? "true" : "false";
+  } else if (auto integer = dyn_cast<IntegerAttr>(attribute)) {
+    io::appendJsonInteger(out, integer.getInt());
+  } else {
+    out += "null";
+  }
+}
+
+/// The launches recorded on a gpu.module's functions (before conversion).
+std::vector<GpuLaunch> launchesOf(gpu::GPUModuleOp gpuModule) {
+  std::vector<GpuLaunch> launches;
+  for (gpu::GPUFuncOp func : gpuModule.getOps<gpu::GPUFuncOp>()) {
+    auto launch = func->getAttrOfType<DictionaryAttr>("tetra.launch");
+    if (!launch)
+      continue;
+    GpuLaunch entry;
+    entry.function = func.getName().str();
+    auto grid = launch.getAs<DenseI64ArrayAttr>("grid");
+    auto block = launch.getAs<DenseI64ArrayAttr>("block");
+    for (int d = 0; d < 3; ++d) {
+      entry.grid[d] = grid[d];
+      entry.block[d] = block[d];
+    }
+    for (Attribute name : launch.getAs<ArrayAttr>("arguments"))
+      entry.arguments.push_back(cast<StringAttr>(name).str());
+    launches.push_back(std::move(entry));
+  }
+  return launches;
+}
+
+FailureOr<std::string> emitPtx(ModuleOp device, StringRef chip) {
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(device, llvmContext, "tetra");
+  if (!llvmModule)
+    return device.emitError("translation of the sm_90a kernels to LLVM IR "
+                            "failed");
+  initializeNvptx();
+  llvm::Triple triple("nvptx64-nvidia-cuda");
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return device.emitError("LLVM has no NVPTX target: ") << error;
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      triple, chip, "+ptx84", llvm::TargetOptions(), std::nullopt,
+      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  llvmModule->setDataLayout(machine->createDataLayout());
+  llvmModule->setTargetTriple(triple);
+  llvm::SmallString<0> ptx;
+  llvm::raw_svector_ostream os(ptx);
+  llvm::legacy::PassManager passes;
+  if (machine->addPassesToEmitFile(passes, os, nullptr,
+                                   llvm::CodeGenFileType::AssemblyFile))
+    return device.emitError("the NVPTX backend cannot emit PTX");
+  passes.run(*llvmModule);
+  return std::string(ptx.str());
+}
+
+} // namespace
+
+FailureOr<std::vector<GpuKernelCode>> tetra::compileToPtx(ModuleOp module,
+                                                          StringRef chip) {
+  MLIRContext *context = module.getContext();
+  std::vector<GpuKernelCode> kernels;
+  for (gpu::GPUModuleOp gpuModule : module.getOps<gpu::GPUModuleOp>()) {
+    GpuKernelCode kernel;
+    kernel.name = gpuModule.getName().str();
+    if (auto gemm = gpuModule->getAttrOfType<DictionaryAttr>("tetra.gemm")) {
+      kernel.gemm = gemm.getAs<StringAttr>("gemm").str();
+      appendJson(kernel.description, gemm);
+    }
+    kernel.launches = launchesOf(gpuModule);
+    kernels.push_back(std::move(kernel));
+  }
+
+  // The GPU-to-NVVM conversion lowers the other dialects through their
+  // ConvertToLLVM interfaces, which must be registered.
+  DialectRegistry interfaces;
+  arith::registerConvertArithToLLVMInterface(interfaces);
+  cf::registerConvertControlFlowToLLVMInterface(interfaces);
+  index::registerConvertIndexToLLVMInterface(interfaces);
+  registerConvertMathToLLVMInterface(interfaces);
+  registerConvertMemRefToLLVMInterface(interfaces);
+  ub::registerConvertUBToLLVMInterface(interfaces);
+  context->appendDialectRegistry(interfaces);
+
+  PassManager pm(context);
+  OpPassManager &inGpu = pm.nest<gpu::GPUModuleOp>();
+  inGpu.addPass(createSCFToControlFlowPass());
+  // math.ctlz as the LLVM intrinsic, before the GPU conversion would look
+  // for it in libdevice (which is not here, and not wanted).
+  inGpu.addPass(createConvertMathToLLVMPass());
+  ConvertGpuOpsToNVVMOpsOptions options;
+  options.indexBitwidth = 64;
+  options.useBarePtrCallConv = true;
+  inGpu.addPass(createConvertGpuOpsToNVVMOps(options));
+  inGpu.addPass(createReconcileUnrealizedCastsPass());
+  inGpu.addPass(createCanonicalizerPass());
+  inGpu.addPass(createCSEPass());
+  if (failed(pm.run(module)))
+    return failure();
+
+  DialectRegistry registry;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  context->appendDialectRegistry(registry);
+
+  size_t index = 0;
+  for (gpu::GPUModuleOp gpuModule : module.getOps<gpu::GPUModuleOp>()) {
+    // The gpu.module's body as a module of its own.
+    OwningOpRef<ModuleOp> device = ModuleOp::create(gpuModule.getLoc());
+    OpBuilder builder = OpBuilder::atBlockEnd(device->getBody());
+    for (Operation &op : gpuModule.getBody()->getOperations())
+      builder.clone(op);
+    FailureOr<std::string> ptx = emitPtx(*device, chip);
+    if (failed(ptx))
+      return failure();
+    kernels[index++].code = std::move(*ptx);
+  }
+  return kernels;
+}

@@ -1,0 +1,390 @@
+//===- BundleGemmTest.cpp - A bundle's GEMM kernels on the GPU ------------===//
+//
+// Runs every GEMM kernel of an sm_90a bundle (`tetra compile`, named by
+// TETRA_GPU_BUNDLE) on the GPU through the CUDA backend and checks it
+// against runtime/numerics, the one definition:
+//
+//   - codes and scales of both operands byte for byte equal to
+//     numerics::rotate + numerics::quantize of the same input (stochastic
+//     rounding and random Hadamard signs included), on fresh random inputs
+//     with adversarial blocks: ties of E2M1, saturation, all-zero blocks,
+//     NaN, Inf, subnormals;
+//   - the product against tetra.scaled_matmul's contract evaluated on the
+//     reference codes: bit for bit for MXFP4 x MXFP4 (every chunk's sum is
+//     exact), within the contract's fp32 error bound otherwise, NaN exactly
+//     where the contract has NaN; results poisoned (NaN) before each run, so
+//     an unwritten tile cannot pass;
+//   - the K = 32 worst case of E2M1: every element 6, so every product is
+//     36 and every chunk sums to 1152, exactly.
+//
+// Skipped without TETRA_GPU_BUNDLE or without a CUDA device (CI); the GPU
+// machine runs it through tools/gpu_tests.sh, where a skip is a failure.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backend/CudaBackend.h"
+#include "runtime/io/Json.h"
+#include "runtime/numerics/AxisView.h"
+#include "runtime/numerics/BlockQuantize.h"
+#include "runtime/numerics/Formats.h"
+#include "runtime/numerics/Hadamard.h"
+
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+using namespace tetra;
+
+namespace {
+
+std::string readText(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+const io::JsonValue &field(const io::JsonValue &object, const char *key) {
+  static const io::JsonValue missing;
+  const io::JsonValue *value = object.find(key);
+  return value ? *value : missing;
+}
+
+int64_t integer(const io::JsonValue &object, const char *key) {
+  return field(object, key).asInt64();
+}
+
+/// One operand as the manifest describes it.
+struct Operand {
+  int input = 0;
+  std::vector<int64_t> shape;
+  int axis = 0;
+  numerics::BlockFormat format;
+  numerics::Rotation rotation;
+  uint32_t tensorId = 0;
+
+  static Operand parse(const io::JsonValue &json) {
+    Operand operand;
+    operand.input = static_cast<int>(integer(json, "input"));
+    for (const io::JsonValue &d : field(json, "shape").items())
+      operand.shape.push_back(d.asInt64());
+    operand.axis = static_cast<int>(integer(json, "axis"));
+    operand.format.element =
+        *numerics::parseElementFormat(field(json, "format").asString());
+    operand.format.scaling.blockSize = static_cast<int>(integer(json, "block"));
+    operand.format.scaling.scaleFormat = numerics::ScaleFormat::E8M0;
+    operand.format.scaling.rule =
+        *numerics::parseScaleRule(field(json, "rule").asString());
+    operand.format.rounding =
+        *numerics::parseRounding(field(json, "rounding").asString());
+    operand.tensorId = static_cast<uint32_t>(integer(json, "tensor_id"));
+    const io::JsonValue &rotation = field(json, "rotation");
+    std::string kind = field(rotation, "kind").asString();
+    if (kind != "none") {
+      operand.rotation.kind = kind == "hadamard"
+                                  ? numerics::RotationKind::Hadamard
+                                  : numerics::RotationKind::RandomHadamard;
+      operand.rotation.blockSize = static_cast<int>(integer(rotation, "block"));
+      operand.rotation.schedule =
+          field(rotation, "schedule").asString() == "per_step"
+              ? numerics::SignSchedule::PerStep
+              : numerics::SignSchedule::Fixed;
+      operand.rotation.seed = static_cast<uint64_t>(integer(rotation, "seed"));
+    }
+    return operand;
+  }
+  int64_t count() const { return shape[0] * shape[1]; }
+};
+
+/// Random values with a spread of magnitudes, then adversarial blocks along
+/// the quantization axis.
+std::vector<float> makeInput(const Operand &operand, std::mt19937_64 &random,
+                             bool worstCase) {
+  std::vector<float> data(operand.count());
+  if (worstCase) {
+    std::fill(data.begin(), data.end(), 6.0f);
+    return data;
+  }
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  for (float &x : data)
+    x = normal(random) * std::ldexp(1.0f, exponent(random) / 4);
+  numerics::AxisView view = numerics::viewAlong(operand.shape, operand.axis);
+  const int64_t blocks = view.extent / 32;
+  std::uniform_int_distribution<int64_t> pickOuter(0, view.outer - 1),
+      pickBlock(0, blocks - 1), pickInner(0, view.inner - 1);
+  const float ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  for (int pattern = 0; pattern < 7; ++pattern)
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      int64_t o = pickOuter(random), b = pickBlock(random),
+              i = pickInner(random);
+      for (int64_t j = 0; j < 32; ++j) {
+        float &x = data[view.index(o, b * 32 + j, i)];
+        switch (pattern) {
+        case 0: x = 0.0f; break;                                   // zeros
+        case 1: x = j == 5 ? NAN : x; break;                       // NaN
+        case 2: x = j == 9 ? -INFINITY : x; break;                 // Inf
+        case 3: x = (j % 2 ? -1 : 1) * 1e-40f * (j + 1); break;    // subnormal
+        case 4: x = (j % 3 ? 3.0e38f : -3.3e38f); break;           // saturation
+        case 5: x = j == 0 ? 6.0f : (j % 2 ? -1 : 1) * ties[j % 7]; break;
+        case 6: x = j == 0 ? 448.0f : (j % 2 ? -1 : 1) * 17.0f * (j + 1); break;
+        }
+      }
+    }
+  return data;
+}
+
+/// What numerics computes for the operand: rotated along K, quantized.
+numerics::QuantizedTensor reference(const Operand &operand,
+                                    std::vector<float> data, uint64_t seed,
+                                    uint32_t step) {
+  if (operand.rotation.kind != numerics::RotationKind::None)
+    numerics::rotate(data.data(), numerics::viewAlong(operand.shape, operand.axis),
+                     operand.rotation, step);
+  return numerics::quantize(data.data(), operand.shape, operand.axis,
+                            operand.format, {seed, step, operand.tensorId});
+}
+
+struct Outcome {
+  bool codesEqual = true, scalesEqual = true, bitExact = true;
+  int64_t nanMismatches = 0, boundViolations = 0, overflowing = 0;
+  double maxRelative = 0;
+};
+
+class BundleGemm : public testing::Test {
+protected:
+  void SetUp() override {
+    const char *path = std::getenv("TETRA_GPU_BUNDLE");
+    if (!path)
+      GTEST_SKIP() << "TETRA_GPU_BUNDLE names no bundle";
+    bundle = path;
+    io::Expected<std::unique_ptr<backend::CudaBackend>> created =
+        backend::CudaBackend::create();
+    if (!created)
+      GTEST_SKIP() << "no CUDA device here: " << created.error().message();
+    gpu = std::move(*created);
+    io::Expected<io::JsonValue> parsed =
+        io::parseJson(readText(bundle + "/manifest.json"));
+    ASSERT_TRUE(static_cast<bool>(parsed)) << parsed.error().message();
+    manifest = std::move(*parsed);
+  }
+
+  std::string bundle;
+  std::unique_ptr<backend::CudaBackend> gpu;
+  io::JsonValue manifest;
+};
+
+TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
+  ASSERT_EQ(field(manifest, "target").asString(), "sm_90a");
+  uint64_t runSeed = std::random_device{}();
+  std::printf("inputs drawn with seed %llu\n",
+              static_cast<unsigned long long>(runSeed));
+  std::mt19937_64 random(runSeed);
+  std::printf("%-28s %-6s %-5s %-5s %-22s %-6s %-6s %-10s %s\n", "kernel",
+              "role", "lhs", "rhs", "rotation (lhs/rhs)", "codes", "scales",
+              "max rel", "GEMM");
+  int kernels = 0;
+  for (const io::JsonValue &kernel : field(manifest, "kernels").items()) {
+    ++kernels;
+    const std::string name = field(kernel, "name").asString();
+    const io::JsonValue &computes = field(kernel, "computes");
+    Operand lhs = Operand::parse(field(computes, "lhs"));
+    Operand rhs = Operand::parse(field(computes, "rhs"));
+    const int64_t m = integer(computes, "m"), n = integer(computes, "n"),
+                  k = integer(computes, "k");
+    const bool transposeLhs = field(computes, "transpose_lhs").asBool();
+    const bool transposeRhs = field(computes, "transpose_rhs").asBool();
+
+    std::string ptx = readText(bundle + "/" + field(kernel, "code").asString());
+    io::Expected<backend::Module> module =
+        gpu->loadModule(backend::CodeObject::binary(
+            backend::CodeObjectFormat::Ptx,
+            {reinterpret_cast<const uint8_t *>(ptx.data()), ptx.size()}, name));
+    ASSERT_TRUE(static_cast<bool>(module)) << module.error().message();
+
+    for (bool worstCase : {false, true}) {
+      if (worstCase && (lhs.format.element != numerics::ElementFormat::E2M1 ||
+                        rhs.format.element != numerics::ElementFormat::E2M1 ||
+                        lhs.rotation.kind != numerics::RotationKind::None ||
+                        rhs.rotation.kind != numerics::RotationKind::None))
+        continue;
+      std::vector<float> inputs[2] = {makeInput(lhs, random, worstCase),
+                                      makeInput(rhs, random, worstCase)};
+      const uint64_t seed = random();
+      const uint32_t step = 1 + static_cast<uint32_t>(random() % 1000);
+
+      std::map<std::string, backend::Buffer> buffers;
+      auto allocate = [&](const std::string &key, size_t bytes, uint8_t poison) {
+        io::Expected<backend::Buffer> buffer = gpu->allocate(bytes);
+        EXPECT_TRUE(static_cast<bool>(buffer));
+        buffers[key] = *buffer;
+        EXPECT_TRUE(static_cast<bool>(gpu->fill(*buffer, poison)));
+      };
+      for (const Operand *operand : {&lhs, &rhs}) {
+        std::string key = "input:" + std::to_string(operand->input);
+        allocate(key, operand->count() * 4, 0);
+        ASSERT_TRUE(static_cast<bool>(gpu->copyToDevice(
+            buffers[key], inputs[operand == &rhs].data(), operand->count() * 4)));
+      }
+      for (const io::JsonMember &scratch : field(computes, "scratch").members())
+        allocate("scratch:" + scratch.key, scratch.value.asInt64(), 0xAB);
+      allocate("result:0", m * n * 4, 0xFF); // NaN until written
+
+      for (const io::JsonValue &launch : field(kernel, "launches").items()) {
+        io::Expected<backend::Kernel> function =
+            gpu->getKernel(*module, field(launch, "function").asString());
+        ASSERT_TRUE(static_cast<bool>(function)) << function.error().message();
+        backend::LaunchConfig config;
+        for (int d = 0; d < 3; ++d) {
+          config.grid[d] = static_cast<uint32_t>(field(launch, "grid").items()[d].asInt64());
+          config.block[d] = static_cast<uint32_t>(field(launch, "block").items()[d].asInt64());
+        }
+        std::vector<backend::Buffer> args;
+        std::vector<backend::Scalar> scalars;
+        for (const io::JsonValue &argument : field(launch, "arguments").items()) {
+          const std::string &what = argument.asString();
+          if (what == "scalar:seed")
+            scalars.push_back(backend::Scalar::integer(static_cast<int64_t>(seed)));
+          else if (what == "scalar:step")
+            scalars.push_back(backend::Scalar::integer(step));
+          else
+            args.push_back(buffers.at(what));
+        }
+        ASSERT_TRUE(static_cast<bool>(gpu->launch(*function, config, args, scalars)));
+      }
+      ASSERT_TRUE(static_cast<bool>(gpu->synchronize()));
+
+      auto download = [&](const std::string &key, size_t bytes) {
+        std::vector<uint8_t> host(bytes);
+        EXPECT_TRUE(static_cast<bool>(gpu->copyToHost(host.data(), buffers.at(key), bytes)));
+        return host;
+      };
+      Outcome outcome;
+      numerics::QuantizedTensor expected[2] = {
+          reference(lhs, inputs[0], seed, step), reference(rhs, inputs[1], seed, step)};
+      const char *sides[2] = {"lhs", "rhs"};
+      for (int side = 0; side < 2; ++side) {
+        std::vector<uint8_t> codes = download(std::string("scratch:") + sides[side] + ".codes",
+                                              expected[side].codes.size());
+        std::vector<uint8_t> scales = download(std::string("scratch:") + sides[side] + ".scales",
+                                               expected[side].scales.size());
+        ASSERT_TRUE(static_cast<bool>(gpu->synchronize()));
+        outcome.codesEqual &= codes == expected[side].codes;
+        outcome.scalesEqual &= scales == expected[side].scales;
+        EXPECT_EQ(codes, expected[side].codes) << name << " " << sides[side] << " codes";
+        EXPECT_EQ(scales, expected[side].scales) << name << " " << sides[side] << " scales";
+      }
+      std::vector<uint8_t> resultBytes = download("result:0", m * n * 4);
+      ASSERT_TRUE(static_cast<bool>(gpu->synchronize()));
+      std::vector<float> result(m * n);
+      std::memcpy(result.data(), resultBytes.data(), resultBytes.size());
+
+      // The scaled_matmul contract on the reference codes: chunks of 32,
+      // fp32 products and sums in order; and the error bound against fp64.
+      std::vector<float> a = numerics::dequantize(expected[0]);
+      std::vector<float> b = numerics::dequantize(expected[1]);
+      auto aAt = [&](int64_t row, int64_t kk) {
+        return transposeLhs ? a[kk * m + row] : a[row * k + kk];
+      };
+      auto bAt = [&](int64_t kk, int64_t col) {
+        return transposeRhs ? b[col * k + kk] : b[kk * n + col];
+      };
+      const bool exactChunks = lhs.format.element == numerics::ElementFormat::E2M1 &&
+                               rhs.format.element == numerics::ElementFormat::E2M1;
+      const double unit = std::ldexp(1.0, -24), g = 32 + k / 32 + 2;
+      const double gamma = g * unit / (1 - g * unit);
+      for (int64_t row = 0; row < m; ++row)
+        for (int64_t col = 0; col < n; ++col) {
+          float acc = 0.0f;
+          double exact = 0, magnitude = 0;
+          bool nanOperand = false, infiniteOperand = false;
+          for (int64_t c = 0; c < k / 32; ++c) {
+            float partial = 0.0f;
+            for (int64_t kk = c * 32; kk < c * 32 + 32; ++kk) {
+              nanOperand |= std::isnan(aAt(row, kk)) || std::isnan(bAt(kk, col));
+              infiniteOperand |= std::isinf(aAt(row, kk)) || std::isinf(bAt(kk, col));
+              volatile float product = aAt(row, kk) * bAt(kk, col);
+              partial = partial + product;
+              exact += static_cast<double>(aAt(row, kk)) * bAt(kk, col);
+              magnitude += std::fabs(static_cast<double>(aAt(row, kk)) * bAt(kk, col));
+            }
+            acc = acc + partial;
+          }
+          float got = result[row * n + col];
+          // A NaN block (NaN scale) makes the output NaN on every target.
+          if (nanOperand) {
+            if (!std::isnan(got) && outcome.nanMismatches++ < 3)
+              ADD_FAILURE() << name << ": " << got << " at (" << row << ", "
+                            << col << ") where a NaN block makes it NaN";
+            continue;
+          }
+          // A value or a product reaching 2^128 overflows fp32: the
+          // contract's result is Inf or NaN there, and which one depends on
+          // the order of the overflowing operations (a dequantized value or
+          // a per-element product on the CPU, the chunk's sum times the
+          // scales on the tensor cores).
+          if (infiniteOperand || magnitude > FLT_MAX) {
+            ++outcome.overflowing;
+            continue;
+          }
+          if (std::isnan(got)) {
+            if (outcome.nanMismatches++ < 3)
+              ADD_FAILURE() << name << ": NaN at (" << row << ", " << col
+                            << ") where the contract gives " << acc
+                            << " (exact " << exact << ", sum of |products| "
+                            << magnitude << ")";
+            continue;
+          }
+          if (worstCase)
+            EXPECT_EQ(got, 36.0f * k) << name << " worst case (" << row << ", " << col << ")";
+          if (std::memcmp(&got, &acc, 4) != 0)
+            outcome.bitExact = false;
+          double error = std::fabs(got - exact);
+          // The contract's bound, plus what underflow adds: each product and
+          // sum that lands among fp32's subnormals is off by up to 2^-150.
+          const double underflow = 2.0 * (k + k / 32 + 2) * std::ldexp(1.0, -150);
+          if (!(error <= gamma * magnitude + underflow))
+            ++outcome.boundViolations;
+          if (std::fabs(exact) > 1e-30)
+            outcome.maxRelative = std::max(outcome.maxRelative, error / std::fabs(exact));
+        }
+      EXPECT_EQ(outcome.nanMismatches, 0) << name;
+      EXPECT_EQ(outcome.boundViolations, 0) << name;
+      if (exactChunks)
+        EXPECT_TRUE(outcome.bitExact) << name << ": MXFP4 x MXFP4 must match the contract bit for bit";
+      auto rotationText = [](const Operand &o) {
+        return o.rotation.kind == numerics::RotationKind::None ? std::string("-")
+               : (o.rotation.kind == numerics::RotationKind::Hadamard ? "had" : "rhad") +
+                     std::to_string(o.rotation.blockSize);
+      };
+      std::printf("%-28s %-6s %-5s %-5s %-22s %-6s %-6s %-10.2e %s%s\n",
+                  (name + (worstCase ? " (K32 worst)" : "")).substr(0, 28).c_str(),
+                  field(computes, "role").asString().c_str(),
+                  std::string(numerics::formatName(lhs.format.element)).c_str(),
+                  std::string(numerics::formatName(rhs.format.element)).c_str(),
+                  (rotationText(lhs) + "/" + rotationText(rhs) +
+                   (lhs.format.rounding == numerics::Rounding::Stochastic ? " sr" : ""))
+                      .c_str(),
+                  outcome.codesEqual ? "same" : "DIFF", outcome.scalesEqual ? "same" : "DIFF",
+                  outcome.maxRelative,
+                  outcome.bitExact ? "bit-exact" : (outcome.boundViolations ? "OUT OF BOUND" : "within bound"),
+                  outcome.overflowing
+                      ? (" (" + std::to_string(outcome.overflowing) + " outputs overflow fp32)").c_str()
+                      : "");
+      for (auto &[key, buffer] : buffers)
+        EXPECT_TRUE(static_cast<bool>(gpu->free(buffer)));
+    }
+    EXPECT_TRUE(static_cast<bool>(gpu->unloadModule(*module)));
+  }
+  EXPECT_GT(kernels, 0);
+}
+
+} // namespace

@@ -1,0 +1,199 @@
+//===- CompileCommand.cpp - tetra compile: a bundle for a GPU -------------===//
+//
+// `tetra compile --target=sm_90a RUN.tetra|MODEL POLICY -o DIR`: compiles
+// every GEMM kernel of the training step for the target and writes a bundle
+// directory that runs with only a GPU driver: `manifest.json` (the kernels,
+// what each computes, its launches and their arguments) and one code object
+// per kernel (`NAME.ptx`). The bundle is written next to DIR and renamed
+// into place, so a failed compile leaves nothing half-written, and an
+// existing DIR is never replaced.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/tetra/Commands.h"
+#include "tools/tetra/LoadInputs.h"
+
+#include "driver/NvptxCompiler.h"
+#include "driver/Pipeline.h"
+#include "lowering/Conversion/Passes.h"
+#include "runtime/io/AtomicFile.h"
+#include "runtime/io/Json.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <cstdio>
+
+using namespace tetra;
+using namespace tetra::frontend;
+using namespace tetra::driver;
+
+namespace {
+
+int usageError(const std::string &message) {
+  std::fprintf(stderr, "tetra compile: error: %s (see 'tetra compile --help')\n",
+               message.c_str());
+  return 2;
+}
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "tetra compile: error: %s\n", message.c_str());
+  return 1;
+}
+
+std::string manifestOf(const std::vector<GpuKernelCode> &kernels,
+                       const LoadedInputs &inputs, Target target) {
+  std::string json = "{\"format\":\"tetra-bundle\",\"version\":1,\"target\":";
+  io::appendJsonString(json, targetName(target));
+  json += ",\"model\":";
+  io::appendJsonString(json, inputs.model.name);
+  json += ",\"policy\":";
+  io::appendJsonString(json, inputs.policy ? inputs.policy->name : "f32");
+  json += ",\"kernels\":[";
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const GpuKernelCode &kernel = kernels[i];
+    json += i ? ",\n" : "\n";
+    json += "{\"name\":";
+    io::appendJsonString(json, kernel.name);
+    json += ",\"code\":";
+    io::appendJsonString(json, kernel.name + ".ptx");
+    json += ",\"computes\":" + kernel.description + ",\"launches\":[";
+    for (size_t l = 0; l < kernel.launches.size(); ++l) {
+      const GpuLaunch &launch = kernel.launches[l];
+      json += l ? "," : "";
+      json += "{\"function\":";
+      io::appendJsonString(json, launch.function);
+      auto triple = [&](const char *key, const std::array<int64_t, 3> &v) {
+        json += std::string(",\"") + key + "\":[" + std::to_string(v[0]) +
+                "," + std::to_string(v[1]) + "," + std::to_string(v[2]) + "]";
+      };
+      triple("grid", launch.grid);
+      triple("block", launch.block);
+      json += ",\"arguments\":[";
+      for (size_t a = 0; a < launch.arguments.size(); ++a) {
+        json += a ? "," : "";
+        io::appendJsonString(json, launch.arguments[a]);
+      }
+      json += "]}";
+    }
+    json += "]}";
+  }
+  json += "\n]}\n";
+  return json;
+}
+
+} // namespace
+
+int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
+  std::vector<std::string> files;
+  std::string output, targetText;
+  frontend::EmitOptions emit;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string_view arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      printCompileHelp();
+      return 0;
+    }
+    if (arg.substr(0, 9) == "--target=") {
+      targetText = std::string(arg.substr(9));
+    } else if (arg == "--target" || arg == "-o") {
+      if (i + 1 == args.size())
+        return usageError(std::string(arg) + " takes a value");
+      (arg == "-o" ? output : targetText) = std::string(args[++i]);
+    } else if (!arg.empty() && arg[0] == '-') {
+      return usageError("unknown option '" + std::string(arg) + "'");
+    } else {
+      files.emplace_back(arg);
+    }
+  }
+  std::optional<Target> target = parseTarget(targetText);
+  if (targetText.empty() || !target)
+    return usageError("--target takes " + targetNameList());
+  if (*target != Target::Sm90a)
+    return fail(std::string("target '") + targetName(*target) +
+                "': this build compiles bundles for sm_90a only so far");
+  if (output.empty())
+    return usageError("no output bundle (-o DIR)");
+  if (files.empty())
+    return usageError("no input files (a run file, or a model and a policy)");
+  if (llvm::sys::fs::exists(output))
+    return fail("'" + output + "' exists; a bundle is never written over "
+                "another (remove it or choose a new -o)");
+
+  llvm::SourceMgr sourceMgr;
+  DiagnosticEngine diags(sourceMgr);
+  std::optional<LoadedInputs> inputs = loadInputs(
+      diags, files, emit, "tetra compile", "--target=" + targetText);
+  if (!inputs)
+    return 1;
+  mlir::MLIRContext context;
+  context.printOpOnDiagnostic(false);
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      emitModule(context, sourceMgr, inputs->model,
+                 inputs->policy ? &*inputs->policy : nullptr, inputs->emit);
+  if (!module)
+    return 1;
+  mlir::PassManager pm(&context);
+  PipelineOptions pipeline;
+  pipeline.target = *target;
+  if (inputs->run) {
+    pipeline.beta1 = inputs->run->beta1;
+    pipeline.beta2 = inputs->run->beta2;
+    pipeline.eps = inputs->run->eps;
+    pipeline.weightDecay = inputs->run->weightDecay;
+    pipeline.clip = inputs->run->clip;
+  }
+  buildPipeline(pm, pipeline, PipelineStage::Code);
+  if (mlir::failed(pm.run(*module)))
+    return 1;
+  mlir::FailureOr<std::vector<GpuKernelCode>> kernels =
+      compileToPtx(*module, targetName(*target));
+  if (mlir::failed(kernels))
+    return 1;
+
+  // Written beside the destination, then renamed into place.
+  std::string staging = output + ".partial";
+  llvm::sys::fs::remove_directories(staging);
+  if (std::error_code error = llvm::sys::fs::create_directories(staging))
+    return fail("cannot create '" + staging + "': " + error.message());
+  auto cleanUp = [&](const std::string &message) {
+    llvm::sys::fs::remove_directories(staging);
+    return fail(message);
+  };
+  for (const GpuKernelCode &kernel : *kernels)
+    if (io::Status written = io::writeFileAtomically(
+            staging + "/" + kernel.name + ".ptx", kernel.code);
+        !written)
+      return cleanUp(written.error().message());
+  if (io::Status written = io::writeFileAtomically(
+          staging + "/manifest.json", manifestOf(*kernels, *inputs, *target));
+      !written)
+    return cleanUp(written.error().message());
+  if (std::error_code error = llvm::sys::fs::rename(staging, output))
+    return cleanUp("cannot move the bundle into '" + output +
+                   "': " + error.message());
+  std::printf("tetra compile: %zu GEMM kernel%s for %s (%s) in %s\n",
+              kernels->size(), kernels->size() == 1 ? "" : "s",
+              targetName(*target), targetInfo(*target).description,
+              output.c_str());
+  return 0;
+}
+
+void tetra::driver::printCompileHelp() {
+  std::printf(
+      "USAGE: tetra compile --target=T RUN.tetra [POLICY.tetra] -o DIR\n"
+      "       tetra compile --target=T MODEL.tetra POLICY.tetra -o DIR\n"
+      "\n"
+      "Compiles the training step's GEMM kernels for target T and writes a\n"
+      "bundle directory DIR: manifest.json (every kernel, what it computes,\n"
+      "its launches) and one code object per kernel. A run file gives the\n"
+      "batch and sequence sizes and the policy (a policy file given too\n"
+      "overrides it). DIR must not exist.\n"
+      "\n"
+      "TARGETS\n"
+      "  sm_90a   NVIDIA Hopper (H100/H200): PTX for the CUDA driver\n"
+      "  gfx950   AMD MI355X: not in this build yet\n");
+}

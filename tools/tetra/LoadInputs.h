@@ -1,0 +1,42 @@
+//===- LoadInputs.h - A model, a policy and a run from the command line ---===//
+//
+// What `tetra emit` and `tetra compile` take: one model, at most one policy
+// and at most one run file, in any order (recognized by their first
+// keyword); a run names the model and policy itself and fixes batch =
+// micro_batch, seq = seq_len. The policy is checked as `tetra check` checks
+// it (Wgrad's tokens once batch and seq are known), so that the IR verifier
+// never has to.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TETRA_TOOLS_TETRA_LOADINPUTS_H
+#define TETRA_TOOLS_TETRA_LOADINPUTS_H
+
+#include "frontend/Frontend.h"
+#include "frontend/MLIRGen.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tetra::driver {
+
+struct LoadedInputs {
+  frontend::ModelGraph model;
+  std::optional<frontend::ResolvedPolicy> policy;
+  std::optional<frontend::RunConfig> run;
+  frontend::EmitOptions emit; ///< With the run's batch and seq.
+};
+
+/// Loads `files`. The command line's own errors read "COMMAND: ..." (and
+/// "COMMAND: NEEDSMODEL needs a model file ..."). Every error is reported on
+/// `diags`.
+std::optional<LoadedInputs> loadInputs(frontend::DiagnosticEngine &diags,
+                                       const std::vector<std::string> &files,
+                                       frontend::EmitOptions emit,
+                                       const std::string &command,
+                                       const std::string &needsModel);
+
+} // namespace tetra::driver
+
+#endif // TETRA_TOOLS_TETRA_LOADINPUTS_H
