@@ -12,6 +12,7 @@
 
 #include "frontend/Frontend.h"
 #include "frontend/MLIRGen.h"
+#include "driver/NvptxCompiler.h"
 #include "driver/Pipeline.h"
 #include "lowering/BuildSchedule.h"
 
@@ -70,6 +71,7 @@ bool parseBindings(llvm::StringRef text, EmitOptions &options) {
 /// pipeline).
 bool isQuantizationStage(llvm::StringRef stage) {
   return stage == "quantized" || stage == "kernels" || stage == "cpu" ||
+         stage == "nvvm" || stage == "ptx" ||
          stage == "schedule";
 }
 
@@ -122,14 +124,14 @@ parseArguments(const std::vector<std::string_view> &args, int &status) {
   }
   if (options.stage.empty()) {
     status = usageError("--stage is required (ast, tetra, train-step, "
-                        "quantized, kernels, cpu or schedule)");
+                        "quantized, kernels, cpu, nvvm, ptx or schedule)");
     return std::nullopt;
   }
   if (options.stage != "ast" && options.stage != "tetra" &&
       options.stage != "train-step" && !isQuantizationStage(options.stage)) {
     status = usageError("unknown stage '" + options.stage +
                         "'; stages: ast, tetra, train-step, quantized, "
-                        "kernels, cpu, schedule");
+                        "kernels, cpu, nvvm, ptx, schedule");
     return std::nullopt;
   }
   if (options.files.empty()) {
@@ -166,10 +168,11 @@ bool lowerQuantization(mlir::MLIRContext &context, mlir::ModuleOp module,
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   mlir::PassManager pm(&context);
   PipelineStage until = stage == "quantized" ? PipelineStage::Quantized
-                        : stage == "cpu"     ? PipelineStage::Code
-                                             : PipelineStage::Kernels;
+                        : stage == "kernels" ? PipelineStage::Kernels
+                                             : PipelineStage::Code;
   PipelineOptions options;
-  options.target = Target::Cpu;
+  options.target =
+      stage == "nvvm" || stage == "ptx" ? Target::Sm90a : Target::Cpu;
   buildPipeline(pm, options, until, PipelineStage::Quantized);
   return mlir::succeeded(pm.run(module));
 }
@@ -252,6 +255,18 @@ int emitTetra(const EmitOptionsFromCommandLine &options,
   if (isQuantizationStage(options.stage) &&
       !lowerQuantization(context, *module, options.stage, diags.getSourceMgr()))
     return 1;
+  if (options.stage == "ptx") {
+    mlir::SourceMgrDiagnosticHandler handler(diags.getSourceMgr(), &context);
+    mlir::FailureOr<std::vector<GpuKernelCode>> kernels =
+        compileToPtx(*module);
+    if (mlir::failed(kernels))
+      return 1;
+    for (const GpuKernelCode &kernel : *kernels)
+      os << "// ===== " << kernel.name << " (" << kernel.gemm
+         << "): sm_90a PTX\n"
+         << kernel.code << "\n";
+    return 0;
+  }
   if (options.stage == "schedule")
     return printSchedule(context, *module, diags.getSourceMgr(), options.json,
                          run, os)
@@ -325,6 +340,9 @@ void tetra::driver::printEmitHelp() {
       "          (--tetra-form-kernels)\n"
       "  cpu     the kernels' CPU code in the LLVM dialect, one function\n"
       "          per kernel (--tetra-to-llvm; the host side is dropped)\n"
+      "  nvvm    the GEMM kernels for sm_90a: one gpu.module each, its\n"
+      "          operand and MMA launches (--convert-tetra-to-nvvm)\n"
+      "  ptx     their PTX for sm_90a, as `tetra compile` bundles it\n"
       "  schedule\n"
       "          kernels, with @train_step as the runtime runs it: one launch\n"
       "          per op (library kernels by name, compiled kernels by\n"

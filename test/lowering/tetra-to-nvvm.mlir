@@ -1,0 +1,135 @@
+// --convert-tetra-to-nvvm{chip=sm_90a}: each GEMM tetra.kernel becomes a
+// gpu.module of three launches — both operands rotated and quantized by
+// one thread per segment along K, then one warp per 16 x 8 tile of mma.sync
+// m16n8k32 — with what it computes (tetra.gemm) and each launch's contract
+// (tetra.launch) recorded for the bundle's manifest. A GEMM the target
+// cannot run is an error naming it and the target.
+// RUN: tetra-opt %s --split-input-file --convert-tetra-to-nvvm --verify-diagnostics | FileCheck %s
+
+// Fprop Y = X·Wᵀ, MXFP8 E4M3 with the rceil rule: no rotation, each row's
+// K = 64 in one segment of 32 per thread; the GEMM's grid is one block per
+// 16 x 8 tile of the 64 x 32 result. The host function is gone: the
+// output holds the GPU modules alone.
+// CHECK-LABEL: gpu.module @wq_fprop
+// CHECK-SAME: gemm = "layers.0.attn.wq.fprop"
+// CHECK-SAME: lhs = {axis = 1 : i64, block = 32 : i64, format = "e4m3", input = 0 : i64, rotation = {kind = "none"}, rounding = "nearest_even", rule = "rceil"
+// CHECK-SAME: m = 64 : i64, n = 32 : i64
+// CHECK-SAME: transpose_lhs = false, transpose_rhs = true
+// CHECK: gpu.func @wq_fprop__lhs(%{{.*}}: memref<4096xf32>, %{{.*}}: memref<4096xi8>, %{{.*}}: memref<128xi8>, %{{.*}}: i64, %{{.*}}: i64) kernel
+// CHECK-SAME: tetra.launch = {arguments = ["input:0", "scratch:lhs.codes", "scratch:lhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>}
+// CHECK: gpu.func @wq_fprop__rhs
+// CHECK-SAME: arguments = ["input:1", "scratch:rhs.codes", "scratch:rhs.scales", "scalar:seed", "scalar:step"]
+// CHECK: gpu.func @wq_fprop__gemm
+// CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:lhs.scales", "scratch:rhs.codes", "scratch:rhs.scales", "result:0"], block = array<i64: 32, 1, 1>, grid = array<i64: 4, 4, 1>
+// The K loop: one MMA per chunk of 32 from zero, the E4M3 intrinsic.
+// CHECK: scf.for
+// CHECK: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"
+// CHECK-NOT: func.func
+#q8 = #tetra.quant<mxfp8_e4m3 rule rceil>
+func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf32> {
+  %y = tetra.kernel "wq_fprop" (%a = %x, %b = %w) : (tensor<64x64xf32>, tensor<32x64xf32>) -> tensor<64x32xf32> {
+    %ac, %as = tetra.quantize %a as #q8 along 1 : tensor<64x64xf32> -> tensor<64x64xf8E4M3FN>, tensor<64x2xf8E8M0FNU>
+    %bc, %bs = tetra.quantize %b as #q8 along 1 : tensor<32x64xf32> -> tensor<32x64xf8E4M3FN>, tensor<32x2xf8E8M0FNU>
+    %c = tetra.scaled_matmul (%ac scales %as as #q8), (%bc scales %bs as #q8) transpose_rhs role fprop : (tensor<64x64xf8E4M3FN>, tensor<64x2xf8E8M0FNU>, tensor<32x64xf8E4M3FN>, tensor<32x2xf8E8M0FNU>) -> tensor<64x32xf32>
+    tetra.yield %c : tensor<64x32xf32>
+  } loc("layers.0.attn.wq.fprop"("model.tetra":3:5))
+  return %y : tensor<64x32xf32>
+}
+
+// -----
+
+// Wgrad dW = dYᵀ·X reduces over the 128 tokens (axis 0 of both operands),
+// MXFP4 with stochastic rounding under a random Hadamard of 64 with
+// per-step signs: each thread rotates a segment of 64 tokens in a local
+// buffer (the signs from the step), then quantizes its two blocks of 32,
+// drawing its rounding bits from the seed and step arguments. The E2M1
+// codes reach the MMA as E4M3 bytes, so the intrinsic is the E4M3 one; no
+// E2M1 conversion instruction exists on sm_90a and none is emitted.
+// CHECK-LABEL: gpu.module @wq_wgrad
+// CHECK-SAME: lhs = {axis = 0 : i64, block = 32 : i64, format = "e2m1", input = 0 : i64, rotation = {block = 64 : i64, kind = "random_hadamard", schedule = "per_step", seed = 5 : i64}, rounding = "stochastic"
+// CHECK-SAME: transpose_lhs = true, transpose_rhs = false
+// CHECK: gpu.func @wq_wgrad__lhs
+// CHECK-SAME: grid = array<i64: 1, 1, 1>
+// CHECK: memref.alloca() : memref<64xf32>
+// CHECK: gpu.func @wq_wgrad__gemm
+// CHECK-SAME: grid = array<i64: 8, 2, 1>
+// CHECK: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"
+// CHECK-NOT: e2m1
+#q4 = #tetra.quant<mxfp4 round stochastic>
+#rot = #tetra.rotation<random_hadamard<64, per_step, 5>>
+func.func @wgrad(%dy: tensor<128x32xf32>, %x: tensor<128x64xf32>, %seed: i64, %step: i64) -> tensor<32x64xf32> {
+  %dw = tetra.kernel "wq_wgrad" (%a = %dy, %s = %seed, %t = %step, %b = %x) : (tensor<128x32xf32>, i64, i64, tensor<128x64xf32>) -> tensor<32x64xf32> {
+    %ar = tetra.rotate %a by #rot along 0 step(%t) : tensor<128x32xf32>
+    %ac, %as = tetra.quantize %ar as #q4 along 0 random(%s, %t) {tensor_id = 7 : i64} : tensor<128x32xf32> -> tensor<128x32xf4E2M1FN>, tensor<4x32xf8E8M0FNU>
+    %br = tetra.rotate %b by #rot along 0 step(%t) : tensor<128x64xf32>
+    %bc, %bs = tetra.quantize %br as #q4 along 0 random(%s, %t) {tensor_id = 8 : i64} : tensor<128x64xf32> -> tensor<128x64xf4E2M1FN>, tensor<4x64xf8E8M0FNU>
+    %c = tetra.scaled_matmul (%ac scales %as as #q4), (%bc scales %bs as #q4) transpose_lhs role wgrad : (tensor<128x32xf4E2M1FN>, tensor<4x32xf8E8M0FNU>, tensor<128x64xf4E2M1FN>, tensor<4x64xf8E8M0FNU>) -> tensor<32x64xf32>
+    tetra.yield %c : tensor<32x64xf32>
+  }
+  return %dw : tensor<32x64xf32>
+}
+
+// -----
+
+// Dgrad with E5M2 operands: the E5M2 intrinsic.
+// CHECK-LABEL: gpu.module @wq_dgrad
+// CHECK: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e5m2.e5m2.f32"
+#q5 = #tetra.quant<mxfp8_e5m2>
+func.func @dgrad(%dy: tensor<64x32xf32>, %w: tensor<32x64xf32>) -> tensor<64x64xf32> {
+  %dx = tetra.kernel "wq_dgrad" (%a = %dy, %b = %w) : (tensor<64x32xf32>, tensor<32x64xf32>) -> tensor<64x64xf32> {
+    %ac, %as = tetra.quantize %a as #q5 along 1 : tensor<64x32xf32> -> tensor<64x32xf8E5M2>, tensor<64x1xf8E8M0FNU>
+    %bc, %bs = tetra.quantize %b as #q5 along 0 : tensor<32x64xf32> -> tensor<32x64xf8E5M2>, tensor<1x64xf8E8M0FNU>
+    %c = tetra.scaled_matmul (%ac scales %as as #q5), (%bc scales %bs as #q5) role dgrad : (tensor<64x32xf8E5M2>, tensor<64x1xf8E8M0FNU>, tensor<32x64xf8E5M2>, tensor<1x64xf8E8M0FNU>) -> tensor<64x64xf32>
+    tetra.yield %c : tensor<64x64xf32>
+  }
+  return %dx : tensor<64x64xf32>
+}
+
+// -----
+
+// NVFP4 (E4M3 scales on blocks of 16) has no sm_90a kernel yet: refused,
+// naming the GEMM (here the kernel: it has no NameLoc) and the target.
+#nv = #tetra.quant<nvfp4>
+func.func @nvfp4(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf32> {
+  // expected-error @+1 {{GEMM 'wq_fprop' cannot be compiled for sm_90a: the left operand needs E8M0 scales on blocks of 32 (MX); NVFP4 and other block sizes are not implemented for this target}}
+  %y = tetra.kernel "wq_fprop" (%a = %x, %b = %w) : (tensor<64x64xf32>, tensor<32x64xf32>) -> tensor<64x32xf32> {
+    %ac, %as, %at = tetra.quantize %a as #nv along 1 : tensor<64x64xf32> -> tensor<64x64xf4E2M1FN>, tensor<64x4xf8E4M3FN>, tensor<f32>
+    %bc, %bs, %bt = tetra.quantize %b as #nv along 1 : tensor<32x64xf32> -> tensor<32x64xf4E2M1FN>, tensor<32x4xf8E4M3FN>, tensor<f32>
+    %c = tetra.scaled_matmul (%ac scales %as tensor_scale %at as #nv), (%bc scales %bs tensor_scale %bt as #nv) transpose_rhs role fprop : (tensor<64x64xf4E2M1FN>, tensor<64x4xf8E4M3FN>, tensor<f32>, tensor<32x64xf4E2M1FN>, tensor<32x4xf8E4M3FN>, tensor<f32>) -> tensor<64x32xf32>
+    tetra.yield %c : tensor<64x32xf32>
+  }
+  return %y : tensor<64x32xf32>
+}
+
+// -----
+
+// BF16 operands (lm_head under the study's policies) have no sm_90a kernel
+// yet either.
+#bf = #tetra.quant<bf16>
+func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf32> {
+  // expected-error @+1 {{GEMM 'lm_head_fprop' cannot be compiled for sm_90a: the left operand is bf16; this target runs block-scaled FP4/FP8 operands only}}
+  %y = tetra.kernel "lm_head_fprop" (%a = %x, %b = %w) : (tensor<64x64xf32>, tensor<32x64xf32>) -> tensor<64x32xf32> {
+    %at = arith.truncf %a : tensor<64x64xf32> to tensor<64x64xbf16>
+    %ae = arith.extf %at : tensor<64x64xbf16> to tensor<64x64xf32>
+    %bt = arith.truncf %b : tensor<32x64xf32> to tensor<32x64xbf16>
+    %be = arith.extf %bt : tensor<32x64xbf16> to tensor<32x64xf32>
+    %c = tetra.scaled_matmul (%ae as #bf), (%be as #bf) transpose_rhs role fprop : (tensor<64x64xf32>, tensor<32x64xf32>) -> tensor<64x32xf32>
+    tetra.yield %c : tensor<64x32xf32>
+  }
+  return %y : tensor<64x32xf32>
+}
+
+// -----
+
+// A shape the MMA tile does not divide.
+#q4n = #tetra.quant<mxfp4>
+func.func @shape(%x: tensor<40x64xf32>, %w: tensor<32x64xf32>) -> tensor<40x32xf32> {
+  // expected-error @+1 {{GEMM 'odd' cannot be compiled for sm_90a: its shape 40 x 32 x 64 is not a multiple of the 16 x 8 x 32 MMA tile}}
+  %y = tetra.kernel "odd" (%a = %x, %b = %w) : (tensor<40x64xf32>, tensor<32x64xf32>) -> tensor<40x32xf32> {
+    %ac, %as = tetra.quantize %a as #q4n along 1 : tensor<40x64xf32> -> tensor<40x64xf4E2M1FN>, tensor<40x2xf8E8M0FNU>
+    %bc, %bs = tetra.quantize %b as #q4n along 1 : tensor<32x64xf32> -> tensor<32x64xf4E2M1FN>, tensor<32x2xf8E8M0FNU>
+    %c = tetra.scaled_matmul (%ac scales %as as #q4n), (%bc scales %bs as #q4n) transpose_rhs role fprop : (tensor<40x64xf4E2M1FN>, tensor<40x2xf8E8M0FNU>, tensor<32x64xf4E2M1FN>, tensor<32x2xf8E8M0FNU>) -> tensor<40x32xf32>
+    tetra.yield %c : tensor<40x32xf32>
+  }
+  return %y : tensor<40x32xf32>
+}
