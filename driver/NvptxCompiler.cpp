@@ -2,7 +2,6 @@
 
 #include "driver/NvptxCompiler.h"
 
-#include "runtime/io/Json.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -47,66 +46,6 @@ void initializeNvptx() {
   });
 }
 
-/// An attribute as JSON: dictionaries, arrays, strings, integers, booleans.
-void appendJson(std::string &out, Attribute attribute) {
-  if (auto dictionary = dyn_cast<DictionaryAttr>(attribute)) {
-    out += '{';
-    const char *separator = "";
-    for (NamedAttribute field : dictionary) {
-      out += separator;
-      io::appendJsonString(out, field.getName().strref());
-      out += ':';
-      appendJson(out, field.getValue());
-      separator = ",";
-    }
-    out += '}';
-  } else if (auto array = dyn_cast<ArrayAttr>(attribute)) {
-    out += '[';
-    for (auto [i, element] : llvm::enumerate(array)) {
-      out += i ? "," : "";
-      appendJson(out, element);
-    }
-    out += ']';
-  } else if (auto integers = dyn_cast<DenseI64ArrayAttr>(attribute)) {
-    out += '[';
-    for (auto [i, value] : llvm::enumerate(integers.asArrayRef())) {
-      out += i ? "," : "";
-      io::appendJsonInteger(out, value);
-    }
-    out += ']';
-  } else if (auto string = dyn_cast<StringAttr>(attribute)) {
-    io::appendJsonString(out, string.strref());
-  } else if (auto boolean = dyn_cast<BoolAttr>(attribute)) {
-    out += boolean.getValue() ? "true" : "false";
-  } else if (auto integer = dyn_cast<IntegerAttr>(attribute)) {
-    io::appendJsonInteger(out, integer.getInt());
-  } else {
-    out += "null";
-  }
-}
-
-/// The launches recorded on a gpu.module's functions (before conversion).
-std::vector<GpuLaunch> launchesOf(gpu::GPUModuleOp gpuModule) {
-  std::vector<GpuLaunch> launches;
-  for (gpu::GPUFuncOp func : gpuModule.getOps<gpu::GPUFuncOp>()) {
-    auto launch = func->getAttrOfType<DictionaryAttr>("tetra.launch");
-    if (!launch)
-      continue;
-    GpuLaunch entry;
-    entry.function = func.getName().str();
-    auto grid = launch.getAs<DenseI64ArrayAttr>("grid");
-    auto block = launch.getAs<DenseI64ArrayAttr>("block");
-    for (int d = 0; d < 3; ++d) {
-      entry.grid[d] = grid[d];
-      entry.block[d] = block[d];
-    }
-    for (Attribute name : launch.getAs<ArrayAttr>("arguments"))
-      entry.arguments.push_back(cast<StringAttr>(name).str());
-    launches.push_back(std::move(entry));
-  }
-  return launches;
-}
-
 FailureOr<std::string> emitPtx(ModuleOp device, StringRef chip) {
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
@@ -140,17 +79,7 @@ FailureOr<std::string> emitPtx(ModuleOp device, StringRef chip) {
 FailureOr<std::vector<GpuKernelCode>> tetra::compileToPtx(ModuleOp module,
                                                           StringRef chip) {
   MLIRContext *context = module.getContext();
-  std::vector<GpuKernelCode> kernels;
-  for (gpu::GPUModuleOp gpuModule : module.getOps<gpu::GPUModuleOp>()) {
-    GpuKernelCode kernel;
-    kernel.name = gpuModule.getName().str();
-    if (auto gemm = gpuModule->getAttrOfType<DictionaryAttr>("tetra.gemm")) {
-      kernel.gemm = gemm.getAs<StringAttr>("gemm").str();
-      appendJson(kernel.description, gemm);
-    }
-    kernel.launches = launchesOf(gpuModule);
-    kernels.push_back(std::move(kernel));
-  }
+  std::vector<GpuKernelCode> kernels = describeGpuKernels(module);
 
   // The GPU-to-NVVM conversion lowers the other dialects through their
   // ConvertToLLVM interfaces, which must be registered.
@@ -195,6 +124,7 @@ FailureOr<std::vector<GpuKernelCode>> tetra::compileToPtx(ModuleOp module,
     FailureOr<std::string> ptx = emitPtx(*device, chip);
     if (failed(ptx))
       return failure();
+    kernels[index].assembly = *ptx;
     kernels[index++].code = std::move(*ptx);
   }
   return kernels;

@@ -12,36 +12,12 @@
 #ifndef TETRA_DRIVER_NVPTXCOMPILER_H
 #define TETRA_DRIVER_NVPTXCOMPILER_H
 
+#include "driver/GpuCode.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
 
-#include <array>
-#include <string>
-#include <vector>
-
 namespace tetra {
-
-/// One launch of a GPU kernel: the function, its geometry and what each of
-/// its parameters is ("input:0", "result:0", "scratch:lhs.codes",
-/// "scalar:seed"; lowering/Conversion/Passes.td).
-struct GpuLaunch {
-  std::string function;
-  std::array<int64_t, 3> grid{}, block{};
-  std::vector<std::string> arguments;
-};
-
-/// One compiled GEMM kernel: its tetra.kernel name, the GEMM it computes
-/// ("layers.0.attn.wq.fprop"), its code and its launches in order.
-struct GpuKernelCode {
-  std::string name;
-  std::string gemm;
-  /// What it computes, as JSON: the GEMM, its sizes and transposes, each
-  /// operand's quantization and rotation, the scratch buffers' bytes
-  /// (--convert-tetra-to-nvvm's `tetra.gemm`).
-  std::string description;
-  std::string code; ///< PTX text for sm_90a.
-  std::vector<GpuLaunch> launches;
-};
 
 /// Compiles every gpu.module of `module` (the output of
 /// --convert-tetra-to-nvvm) to PTX. `module` is lowered in place. Errors

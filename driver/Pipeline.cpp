@@ -54,10 +54,12 @@ void tetra::buildPipeline(mlir::OpPassManager &pm,
       pm.addPass(createConvertTetraToNVVM(nvvm));
       break;
     }
-    case Target::Gfx950:
-      // The gfx950 conversion is not in this build; callers refuse it
-      // before building the pipeline.
+    case Target::Gfx950: {
+      ConvertTetraToAMDGPUOptions amdgpu;
+      amdgpu.chip = targetName(options.target);
+      pm.addPass(createConvertTetraToAMDGPU(amdgpu));
       break;
+    }
     }
   }
 }

@@ -11,6 +11,7 @@ packages=(
   zlib1g-dev  # gzip data and text files, CRC-32: runtime/data, checkpoint, tokenizer
   libpcre2-dev pkg-config  # runtime/tokenizer: pre-tokenization regexes (found through pkg-config)
   libclang-rt-22-dev  # libFuzzer and the sanitizers: tools/tetra-fuzz-frontend
+  liblld-22-dev  # lld as a library: gfx950 HSACO linked in process (driver/AmdgpuCompiler)
 )
 
 missing=()

@@ -1,7 +1,8 @@
 //===- Passes.td - One conversion per target ----------------*- tablegen -*-===//
 //
 // Each target's last conversion, from formed `tetra.kernel`s to its code:
-// the CPU (loops down to the LLVM dialect) and sm_90a (gpu.modules). Every conversion emits the
+// the CPU (loops down to the LLVM dialect), sm_90a and gfx950 (gpu.modules
+// from one plan, GemmKernelPlan.h). Every conversion emits the
 // quantization arithmetic through one shared emitter
 // (QuantizationEmitter.h), so the targets cannot drift apart. Their
 // reference, docs/passes/Conversion.md, is generated from this file.
@@ -118,6 +119,44 @@ def ConvertTetraToNVVM : Pass<"convert-tetra-to-nvvm", "mlir::ModuleOp"> {
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
+  ];
+}
+
+def ConvertTetraToAMDGPU : Pass<"convert-tetra-to-amdgpu", "mlir::ModuleOp"> {
+  let summary = "Generate AMD MI355X (gfx950) code for every GEMM tetra.kernel";
+  let description = [{
+    The same GEMM kernels as `--convert-tetra-to-nvvm`, from the same plan
+    (`GemmKernelPlan.h`): the same `tetra.gemm` description, the same two
+    operand launches (`NAME__lhs`, `NAME__rhs`: rotation and quantization
+    through the shared quantization emitter, codes and E8M0 scales in the
+    operands' layout), and gfx950's own GEMM launch:
+
+    - `NAME__gemm` (`lhs codes, lhs scales, rhs codes, rhs scales,
+      result`): one wave of 64 lanes per 32 x 32 tile of the f32 result;
+      K in steps of 64; lane l gives row (column) l % 32 of A (B) and the
+      32 elements of K chunk 2·step + l / 32 — one MX block, with its E8M0
+      scale — to `amdgpu.scaled_mfma 32x32x64`
+      (`v_mfma_scale_f32_32x32x64_f8f6f4`: E2M1 format 4, E4M3 0, E5M2 1),
+      which applies both scales and accumulates in fp32.
+
+    Not executed anywhere (there is no MI355X here): checked by its ISA,
+    its metadata and the plan it shares with the sm_90a code, which runs
+    on an H200. M and N must be multiples of 32 and K of 32 (an odd
+    number of chunks: the last step's upper lanes give zero codes).
+    Refusals are sm_90a's, naming gfx950.
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"gfx950\"",
+           "the AMD chip (gfx950)">,
+  ];
+  let dependentDialects = [
+    "::mlir::amdgpu::AMDGPUDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
   ];
 }
 

@@ -50,7 +50,7 @@ func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 // CHECK-SAME: transpose_lhs = true, transpose_rhs = false
 // CHECK: gpu.func @wq_wgrad__lhs
 // CHECK-SAME: grid = array<i64: 1, 1, 1>
-// CHECK: memref.alloca() : memref<64xf32>
+// CHECK: memref.alloca() : memref<64xf32, #gpu.address_space<private>>
 // CHECK: gpu.func @wq_wgrad__gemm
 // CHECK-SAME: grid = array<i64: 8, 2, 1>
 // CHECK: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"

@@ -4,7 +4,8 @@
 // every GEMM kernel of the training step for the target and writes a bundle
 // directory that runs with only a GPU driver: `manifest.json` (the kernels,
 // what each computes, its launches and their arguments) and one code object
-// per kernel (`NAME.ptx`). The bundle is written next to DIR and renamed
+// per kernel (`NAME.ptx` for sm_90a, `NAME.hsaco` for gfx950, beside
+// `NAME.s`, its assembly). The bundle is written next to DIR and renamed
 // into place, so a failed compile leaves nothing half-written, and an
 // existing DIR is never replaced.
 //
@@ -13,6 +14,7 @@
 #include "tools/tetra/Commands.h"
 #include "tools/tetra/LoadInputs.h"
 
+#include "driver/AmdgpuCompiler.h"
 #include "driver/NvptxCompiler.h"
 #include "driver/Pipeline.h"
 #include "lowering/Conversion/Passes.h"
@@ -43,6 +45,11 @@ int fail(const std::string &message) {
   return 1;
 }
 
+/// The code object's file extension on `target`.
+std::string codeExtension(Target target) {
+  return target == Target::Gfx950 ? ".hsaco" : ".ptx";
+}
+
 std::string manifestOf(const std::vector<GpuKernelCode> &kernels,
                        const LoadedInputs &inputs, Target target) {
   std::string json = "{\"format\":\"tetra-bundle\",\"version\":1,\"target\":";
@@ -58,7 +65,27 @@ std::string manifestOf(const std::vector<GpuKernelCode> &kernels,
     json += "{\"name\":";
     io::appendJsonString(json, kernel.name);
     json += ",\"code\":";
-    io::appendJsonString(json, kernel.name + ".ptx");
+    io::appendJsonString(json, kernel.name + codeExtension(target));
+    if (target == Target::Gfx950) {
+      // What each function uses, from its assembly (never run here: there
+      // is no MI355X).
+      json += ",\"resources\":[";
+      std::vector<AmdgpuResources> report = amdgpuResources(kernel.assembly);
+      for (size_t r = 0; r < report.size(); ++r) {
+        const AmdgpuResources &used = report[r];
+        json += r ? "," : "";
+        json += "{\"function\":";
+        io::appendJsonString(json, used.function);
+        json += ",\"vgprs\":" + std::to_string(used.vgprs) +
+                ",\"agprs\":" + std::to_string(used.agprs) +
+                ",\"sgprs\":" + std::to_string(used.sgprs) +
+                ",\"lds_bytes\":" + std::to_string(used.ldsBytes) +
+                ",\"scratch_bytes\":" + std::to_string(used.scratchBytes) +
+                ",\"scaled_mfmas\":" + std::to_string(used.scaledMfmas) +
+                ",\"waves_per_simd\":" + std::to_string(used.occupancy) + "}";
+      }
+      json += "]";
+    }
     json += ",\"computes\":" + kernel.description + ",\"launches\":[";
     for (size_t l = 0; l < kernel.launches.size(); ++l) {
       const GpuLaunch &launch = kernel.launches[l];
@@ -111,9 +138,10 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
   std::optional<Target> target = parseTarget(targetText);
   if (targetText.empty() || !target)
     return usageError("--target takes " + targetNameList());
-  if (*target != Target::Sm90a)
+  if (!targetInfo(*target).gpu)
     return fail(std::string("target '") + targetName(*target) +
-                "': this build compiles bundles for sm_90a only so far");
+                "': bundles are for GPUs (sm_90a, gfx950); the CPU trains "
+                "with 'tetra train'");
   if (output.empty())
     return usageError("no output bundle (-o DIR)");
   if (files.empty())
@@ -150,7 +178,8 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
   if (mlir::failed(pm.run(*module)))
     return 1;
   mlir::FailureOr<std::vector<GpuKernelCode>> kernels =
-      compileToPtx(*module, targetName(*target));
+      *target == Target::Gfx950 ? compileToHsaco(*module, targetName(*target))
+                                : compileToPtx(*module, targetName(*target));
   if (mlir::failed(kernels))
     return 1;
 
@@ -163,11 +192,17 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
     llvm::sys::fs::remove_directories(staging);
     return fail(message);
   };
-  for (const GpuKernelCode &kernel : *kernels)
+  for (const GpuKernelCode &kernel : *kernels) {
     if (io::Status written = io::writeFileAtomically(
-            staging + "/" + kernel.name + ".ptx", kernel.code);
+            staging + "/" + kernel.name + codeExtension(*target), kernel.code);
         !written)
       return cleanUp(written.error().message());
+    if (*target == Target::Gfx950)
+      if (io::Status written = io::writeFileAtomically(
+              staging + "/" + kernel.name + ".s", kernel.assembly);
+          !written)
+        return cleanUp(written.error().message());
+  }
   if (io::Status written = io::writeFileAtomically(
           staging + "/manifest.json", manifestOf(*kernels, *inputs, *target));
       !written)
@@ -195,5 +230,7 @@ void tetra::driver::printCompileHelp() {
       "\n"
       "TARGETS\n"
       "  sm_90a   NVIDIA Hopper (H100/H200): PTX for the CUDA driver\n"
-      "  gfx950   AMD MI355X: not in this build yet\n");
+      "  gfx950   AMD MI355X: HSACO (code object v5) for the HIP runtime,\n"
+      "           with each kernel's assembly and its resources in the\n"
+      "           manifest; compiled and inspected here, never executed\n");
 }

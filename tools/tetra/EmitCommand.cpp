@@ -12,6 +12,7 @@
 
 #include "frontend/Frontend.h"
 #include "frontend/MLIRGen.h"
+#include "driver/AmdgpuCompiler.h"
 #include "driver/NvptxCompiler.h"
 #include "driver/Pipeline.h"
 #include "lowering/BuildSchedule.h"
@@ -71,7 +72,8 @@ bool parseBindings(llvm::StringRef text, EmitOptions &options) {
 /// pipeline).
 bool isQuantizationStage(llvm::StringRef stage) {
   return stage == "quantized" || stage == "kernels" || stage == "cpu" ||
-         stage == "nvvm" || stage == "ptx" ||
+         stage == "nvvm" || stage == "ptx" || stage == "amdgpu" ||
+         stage == "isa" ||
          stage == "schedule";
 }
 
@@ -124,14 +126,15 @@ parseArguments(const std::vector<std::string_view> &args, int &status) {
   }
   if (options.stage.empty()) {
     status = usageError("--stage is required (ast, tetra, train-step, "
-                        "quantized, kernels, cpu, nvvm, ptx or schedule)");
+                        "quantized, kernels, cpu, nvvm, ptx, amdgpu, isa or "
+                        "schedule)");
     return std::nullopt;
   }
   if (options.stage != "ast" && options.stage != "tetra" &&
       options.stage != "train-step" && !isQuantizationStage(options.stage)) {
     status = usageError("unknown stage '" + options.stage +
                         "'; stages: ast, tetra, train-step, quantized, "
-                        "kernels, cpu, nvvm, ptx, schedule");
+                        "kernels, cpu, nvvm, ptx, amdgpu, isa, schedule");
     return std::nullopt;
   }
   if (options.files.empty()) {
@@ -167,12 +170,17 @@ bool lowerQuantization(mlir::MLIRContext &context, mlir::ModuleOp module,
                        llvm::StringRef stage, llvm::SourceMgr &sourceMgr) {
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   mlir::PassManager pm(&context);
+  // cpu, nvvm and ptx are the targets' code; schedule needs the kernels.
   PipelineStage until = stage == "quantized" ? PipelineStage::Quantized
-                        : stage == "kernels" ? PipelineStage::Kernels
-                                             : PipelineStage::Code;
+                        : stage == "cpu" || stage == "nvvm" ||
+                                stage == "ptx" || stage == "amdgpu" ||
+                                stage == "isa"
+                            ? PipelineStage::Code
+                            : PipelineStage::Kernels;
   PipelineOptions options;
-  options.target =
-      stage == "nvvm" || stage == "ptx" ? Target::Sm90a : Target::Cpu;
+  options.target = stage == "nvvm" || stage == "ptx"      ? Target::Sm90a
+                   : stage == "amdgpu" || stage == "isa" ? Target::Gfx950
+                                                         : Target::Cpu;
   buildPipeline(pm, options, until, PipelineStage::Quantized);
   return mlir::succeeded(pm.run(module));
 }
@@ -267,6 +275,26 @@ int emitTetra(const EmitOptionsFromCommandLine &options,
          << kernel.code << "\n";
     return 0;
   }
+  if (options.stage == "isa") {
+    mlir::SourceMgrDiagnosticHandler handler(diags.getSourceMgr(), &context);
+    mlir::FailureOr<std::vector<GpuKernelCode>> kernels =
+        compileToHsaco(*module);
+    if (mlir::failed(kernels))
+      return 1;
+    for (const GpuKernelCode &kernel : *kernels) {
+      os << "// ===== " << kernel.name << " (" << kernel.gemm
+         << "): gfx950 assembly (not executed here: there is no MI355X)\n";
+      for (const AmdgpuResources &used : amdgpuResources(kernel.assembly))
+        os << llvm::formatv("// {0}: {1} VGPRs, {2} AGPRs, {3} SGPRs, {4} "
+                            "bytes LDS, {5} bytes scratch, {6} scaled MFMAs, "
+                            "{7} waves per SIMD\n",
+                            used.function, used.vgprs, used.agprs, used.sgprs,
+                            used.ldsBytes, used.scratchBytes, used.scaledMfmas,
+                            used.occupancy);
+      os << kernel.assembly << "\n";
+    }
+    return 0;
+  }
   if (options.stage == "schedule")
     return printSchedule(context, *module, diags.getSourceMgr(), options.json,
                          run, os)
@@ -343,6 +371,11 @@ void tetra::driver::printEmitHelp() {
       "  nvvm    the GEMM kernels for sm_90a: one gpu.module each, its\n"
       "          operand and MMA launches (--convert-tetra-to-nvvm)\n"
       "  ptx     their PTX for sm_90a, as `tetra compile` bundles it\n"
+      "  amdgpu  the GEMM kernels for gfx950 (MI355X), from the same plan\n"
+      "          (--convert-tetra-to-amdgpu)\n"
+      "  isa     their gfx950 assembly with a resource report per kernel\n"
+      "          (VGPR/AGPR/SGPR, LDS, scratch, scaled MFMAs, waves per\n"
+      "          SIMD); compiled here, never executed (no MI355X)\n"
       "  schedule\n"
       "          kernels, with @train_step as the runtime runs it: one launch\n"
       "          per op (library kernels by name, compiled kernels by\n"

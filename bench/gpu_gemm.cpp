@@ -1,0 +1,182 @@
+//===- gpu_gemm.cpp - Time a bundle's GEMM kernels on the GPU -------------===//
+//
+// Times every GEMM kernel of an sm_90a bundle (`tetra compile`) on the GPU:
+// the two operand launches (rotate + quantize) and the MMA launch, each on
+// its own, on random inputs. A benchmark, not a test: correctness is
+// GpuBundleTests' job (tools/gpu_tests.sh).
+//
+//   tetra-bench-gpu-gemm BUNDLE [--reps N] [--filter TEXT]
+//
+// Each kernel's launches run once to warm up, then N times (default 5);
+// each launch is timed from its submission to the end of a synchronize, so
+// a time includes one launch's overhead (a few microseconds). TFLOP/s
+// counts 2·M·N·K for the MMA launch alone and for the whole GEMM (operand
+// launches included); GB/s of the operand launches counts the f32 read and
+// the code and scale bytes written.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backend/CudaBackend.h"
+#include "runtime/io/Json.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace tetra;
+
+namespace {
+
+const io::JsonValue &field(const io::JsonValue &object, const char *key) {
+  static const io::JsonValue missing;
+  const io::JsonValue *value = object.find(key);
+  return value ? *value : missing;
+}
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "tetra-bench-gpu-gemm: error: %s\n", message.c_str());
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string bundle, filter;
+  int reps = 5;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--reps" && i + 1 < argc)
+      reps = std::max(1, std::atoi(argv[++i]));
+    else if (arg == "--filter" && i + 1 < argc)
+      filter = argv[++i];
+    else if (bundle.empty() && arg[0] != '-')
+      bundle = arg;
+    else
+      return fail("usage: tetra-bench-gpu-gemm BUNDLE [--reps N] [--filter TEXT]");
+  }
+  if (bundle.empty())
+    return fail("no bundle given");
+  std::ifstream in(bundle + "/manifest.json", std::ios::binary);
+  if (!in)
+    return fail("cannot read " + bundle + "/manifest.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  io::Expected<io::JsonValue> manifest = io::parseJson(text.str());
+  if (!manifest)
+    return fail(manifest.error().message());
+  io::Expected<std::unique_ptr<backend::CudaBackend>> created =
+      backend::CudaBackend::create();
+  if (!created)
+    return fail(created.error().message());
+  backend::CudaBackend &gpu = **created;
+  std::printf("%s; bundle %s (%s, policy %s), median of %d\n",
+              gpu.description().c_str(), bundle.c_str(),
+              field(*manifest, "model").asString().c_str(),
+              field(*manifest, "policy").asString().c_str(), reps);
+  std::printf("%-28s %-6s %-22s %10s %10s %10s %9s %9s\n", "kernel", "role",
+              "M x N x K", "lhs ms", "rhs ms", "mma ms", "mma TF/s",
+              "all TF/s");
+  std::mt19937 random(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const io::JsonValue &kernel : field(*manifest, "kernels").items()) {
+    const std::string name = field(kernel, "name").asString();
+    if (!filter.empty() && name.find(filter) == std::string::npos)
+      continue;
+    const io::JsonValue &computes = field(kernel, "computes");
+    int64_t m = field(computes, "m").asInt64(), n = field(computes, "n").asInt64(),
+            k = field(computes, "k").asInt64();
+    std::ifstream codeFile(bundle + "/" + field(kernel, "code").asString(),
+                           std::ios::binary);
+    std::stringstream code;
+    code << codeFile.rdbuf();
+    std::string ptx = code.str();
+    io::Expected<backend::Module> module = gpu.loadModule(
+        backend::CodeObject::binary(backend::CodeObjectFormat::Ptx,
+                                    {reinterpret_cast<const uint8_t *>(ptx.data()),
+                                     ptx.size()},
+                                    name));
+    if (!module)
+      return fail(module.error().message());
+    std::map<std::string, backend::Buffer> buffers;
+    auto allocate = [&](const std::string &key, size_t bytes) -> bool {
+      io::Expected<backend::Buffer> buffer = gpu.allocate(bytes);
+      if (!buffer)
+        return false;
+      buffers[key] = *buffer;
+      return true;
+    };
+    for (const char *side : {"lhs", "rhs"}) {
+      const io::JsonValue &operand = field(computes, side);
+      const auto &shape = field(operand, "shape").items();
+      int64_t count = shape[0].asInt64() * shape[1].asInt64();
+      std::vector<float> values(count);
+      for (float &x : values)
+        x = normal(random);
+      std::string key = "input:" + std::to_string(field(operand, "input").asInt64());
+      if (!allocate(key, count * 4) ||
+          !gpu.copyToDevice(buffers[key], values.data(), count * 4) ||
+          !gpu.synchronize())
+        return fail("cannot upload " + key + " of " + name);
+    }
+    for (const io::JsonMember &scratch : field(computes, "scratch").members())
+      if (!allocate("scratch:" + scratch.key, scratch.value.asInt64()))
+        return fail("out of memory for " + name);
+    if (!allocate("result:0", m * n * 4))
+      return fail("out of memory for " + name);
+
+    std::vector<double> medians;
+    for (const io::JsonValue &launch : field(kernel, "launches").items()) {
+      io::Expected<backend::Kernel> function =
+          gpu.getKernel(*module, field(launch, "function").asString());
+      if (!function)
+        return fail(function.error().message());
+      backend::LaunchConfig config;
+      for (int d = 0; d < 3; ++d) {
+        config.grid[d] = static_cast<uint32_t>(field(launch, "grid").items()[d].asInt64());
+        config.block[d] = static_cast<uint32_t>(field(launch, "block").items()[d].asInt64());
+      }
+      std::vector<backend::Buffer> args;
+      std::vector<backend::Scalar> scalars;
+      for (const io::JsonValue &argument : field(launch, "arguments").items()) {
+        const std::string &what = argument.asString();
+        if (what.rfind("scalar:", 0) == 0)
+          scalars.push_back(backend::Scalar::integer(what == "scalar:step" ? 3 : 42));
+        else
+          args.push_back(buffers.at(what));
+      }
+      std::vector<double> times;
+      for (int rep = 0; rep <= reps; ++rep) {
+        auto start = std::chrono::steady_clock::now();
+        if (!gpu.launch(*function, config, args, scalars) || !gpu.synchronize())
+          return fail("launch of " + field(launch, "function").asString() + " failed");
+        double ms = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+        if (rep > 0) // the first run warms up
+          times.push_back(ms);
+      }
+      std::sort(times.begin(), times.end());
+      medians.push_back(times[times.size() / 2]);
+    }
+    double flops = 2.0 * m * n * k;
+    double all = medians[0] + medians[1] + medians[2];
+    char shape[64];
+    std::snprintf(shape, sizeof(shape), "%lld x %lld x %lld", (long long)m,
+                  (long long)n, (long long)k);
+    std::printf("%-28s %-6s %-22s %10.3f %10.3f %10.3f %9.2f %9.2f\n",
+                name.substr(0, 28).c_str(), field(computes, "role").asString().c_str(),
+                shape, medians[0], medians[1], medians[2],
+                flops / (medians[2] * 1e9), flops / (all * 1e9));
+    for (auto &[key, buffer] : buffers)
+      (void)gpu.free(buffer);
+    (void)gpu.unloadModule(*module);
+  }
+  return 0;
+}

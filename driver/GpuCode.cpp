@@ -1,0 +1,89 @@
+//===- GpuCode.cpp - Compiled GPU kernels and their launches --------------===//
+
+#include "driver/GpuCode.h"
+
+#include "runtime/io/Json.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+using namespace mlir;
+using namespace tetra;
+
+namespace {
+
+/// An attribute as JSON: dictionaries, arrays, strings, integers, booleans.
+void appendJson(std::string &out, Attribute attribute) {
+  if (auto dictionary = dyn_cast<DictionaryAttr>(attribute)) {
+    out += '{';
+    const char *separator = "";
+    for (NamedAttribute field : dictionary) {
+      out += separator;
+      io::appendJsonString(out, field.getName().strref());
+      out += ':';
+      appendJson(out, field.getValue());
+      separator = ",";
+    }
+    out += '}';
+  } else if (auto array = dyn_cast<ArrayAttr>(attribute)) {
+    out += '[';
+    for (auto [i, element] : llvm::enumerate(array)) {
+      out += i ? "," : "";
+      appendJson(out, element);
+    }
+    out += ']';
+  } else if (auto integers = dyn_cast<DenseI64ArrayAttr>(attribute)) {
+    out += '[';
+    for (auto [i, value] : llvm::enumerate(integers.asArrayRef())) {
+      out += i ? "," : "";
+      io::appendJsonInteger(out, value);
+    }
+    out += ']';
+  } else if (auto string = dyn_cast<StringAttr>(attribute)) {
+    io::appendJsonString(out, string.strref());
+  } else if (auto boolean = dyn_cast<BoolAttr>(attribute)) {
+    out += boolean.getValue() ? "true" : "false";
+  } else if (auto integer = dyn_cast<IntegerAttr>(attribute)) {
+    io::appendJsonInteger(out, integer.getInt());
+  } else {
+    out += "null";
+  }
+}
+
+/// The launches recorded on a gpu.module's functions (before conversion).
+std::vector<GpuLaunch> launchesOf(gpu::GPUModuleOp gpuModule) {
+  std::vector<GpuLaunch> launches;
+  for (gpu::GPUFuncOp func : gpuModule.getOps<gpu::GPUFuncOp>()) {
+    auto launch = func->getAttrOfType<DictionaryAttr>("tetra.launch");
+    if (!launch)
+      continue;
+    GpuLaunch entry;
+    entry.function = func.getName().str();
+    auto grid = launch.getAs<DenseI64ArrayAttr>("grid");
+    auto block = launch.getAs<DenseI64ArrayAttr>("block");
+    for (int d = 0; d < 3; ++d) {
+      entry.grid[d] = grid[d];
+      entry.block[d] = block[d];
+    }
+    for (Attribute name : launch.getAs<ArrayAttr>("arguments"))
+      entry.arguments.push_back(cast<StringAttr>(name).str());
+    launches.push_back(std::move(entry));
+  }
+  return launches;
+}
+
+} // namespace
+
+std::vector<GpuKernelCode> tetra::describeGpuKernels(ModuleOp module) {
+  std::vector<GpuKernelCode> kernels;
+  for (gpu::GPUModuleOp gpuModule : module.getOps<gpu::GPUModuleOp>()) {
+    GpuKernelCode kernel;
+    kernel.name = gpuModule.getName().str();
+    if (auto gemm = gpuModule->getAttrOfType<DictionaryAttr>("tetra.gemm")) {
+      kernel.gemm = gemm.getAs<StringAttr>("gemm").str();
+      appendJson(kernel.description, gemm);
+    }
+    kernel.launches = launchesOf(gpuModule);
+    kernels.push_back(std::move(kernel));
+  }
+  return kernels;
+}

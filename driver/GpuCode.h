@@ -1,0 +1,50 @@
+//===- GpuCode.h - Compiled GPU kernels and their launches ------*- C++ -*-===//
+//
+// What a GPU target's compiler hands to `tetra compile` and `tetra emit`:
+// per GEMM kernel, its code object, its assembly, what it computes and its
+// launches, read off the gpu.modules of --convert-tetra-to-nvvm or
+// --convert-tetra-to-amdgpu (their `tetra.gemm` and `tetra.launch`
+// attributes; lowering/Conversion/Passes.td).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TETRA_DRIVER_GPUCODE_H
+#define TETRA_DRIVER_GPUCODE_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace tetra {
+
+/// One launch of a GPU kernel: the function, its geometry and what each of
+/// its parameters is ("input:0", "result:0", "scratch:lhs.codes",
+/// "scalar:seed").
+struct GpuLaunch {
+  std::string function;
+  std::array<int64_t, 3> grid{}, block{};
+  std::vector<std::string> arguments;
+};
+
+/// One compiled GEMM kernel.
+struct GpuKernelCode {
+  std::string name; ///< The tetra.kernel's name.
+  std::string gemm; ///< "layers.0.attn.wq.fprop".
+  /// What it computes, as JSON: the GEMM, its sizes and transposes, each
+  /// operand's quantization and rotation, the scratch buffers' bytes.
+  std::string description;
+  std::string code;      ///< The code object: PTX text, or HSACO bytes.
+  std::string assembly;  ///< Human-readable ISA (PTX itself for sm_90a).
+  std::vector<GpuLaunch> launches;
+};
+
+/// The kernels of `module`'s gpu.modules, in order, with their launches and
+/// descriptions (code and assembly empty): read before the modules are
+/// lowered, which drops the attributes.
+std::vector<GpuKernelCode> describeGpuKernels(mlir::ModuleOp module);
+
+} // namespace tetra
+
+#endif // TETRA_DRIVER_GPUCODE_H
