@@ -2,25 +2,12 @@
 
 #include "driver/AmdgpuCompiler.h"
 
-#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
-#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/GPUToROCDL/GPUToROCDLPass.h"
-#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
-#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
-#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
-#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
-#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
-#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
-#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/ROCDL/ROCDLToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
-#include "mlir/Transforms/Passes.h"
 
 #include "lld/Common/Driver.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -180,42 +167,19 @@ FailureOr<std::vector<GpuKernelCode>> tetra::compileToHsaco(ModuleOp module,
   MLIRContext *context = module.getContext();
   std::vector<GpuKernelCode> kernels = describeGpuKernels(module);
 
-  DialectRegistry interfaces;
-  arith::registerConvertArithToLLVMInterface(interfaces);
-  cf::registerConvertControlFlowToLLVMInterface(interfaces);
-  index::registerConvertIndexToLLVMInterface(interfaces);
-  registerConvertMathToLLVMInterface(interfaces);
-  registerConvertMemRefToLLVMInterface(interfaces);
-  ub::registerConvertUBToLLVMInterface(interfaces);
-  vector::registerConvertVectorToLLVMInterface(interfaces);
-  registerBuiltinDialectTranslation(interfaces);
-  registerLLVMDialectTranslation(interfaces);
-  registerROCDLDialectTranslation(interfaces);
-  context->appendDialectRegistry(interfaces);
-
-  PassManager pm(context);
-  OpPassManager &inGpu = pm.nest<gpu::GPUModuleOp>();
-  inGpu.addPass(createSCFToControlFlowPass());
-  // math.ctlz as the LLVM intrinsic: nothing may call into ROCm's device
-  // libraries (ocml), which are not here.
-  inGpu.addPass(createConvertMathToLLVMPass());
   ConvertGpuOpsToROCDLOpsOptions options;
   options.chipset = chip.str();
   options.indexBitwidth = 64;
   options.useBarePtrCallConv = true;
-  inGpu.addPass(createConvertGpuOpsToROCDLOps(options));
-  inGpu.addPass(createReconcileUnrealizedCastsPass());
-  inGpu.addPass(createCanonicalizerPass());
-  inGpu.addPass(createCSEPass());
-  if (failed(pm.run(module)))
+  if (failed(lowerGpuModules(module, createConvertGpuOpsToROCDLOps(options))))
     return failure();
+  DialectRegistry registry;
+  registerROCDLDialectTranslation(registry);
+  context->appendDialectRegistry(registry);
 
   size_t index = 0;
   for (gpu::GPUModuleOp gpuModule : module.getOps<gpu::GPUModuleOp>()) {
-    OwningOpRef<ModuleOp> device = ModuleOp::create(gpuModule.getLoc());
-    OpBuilder builder = OpBuilder::atBlockEnd(device->getBody());
-    for (Operation &op : gpuModule.getBody()->getOperations())
-      builder.clone(op);
+    OwningOpRef<ModuleOp> device = deviceModule(gpuModule);
     std::string object;
     GpuKernelCode &kernel = kernels[index++];
     if (failed(emitGfx950(*device, chip, object, kernel.assembly)) ||

@@ -4,7 +4,20 @@
 
 #include "runtime/io/Json.h"
 
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
 using namespace tetra;
@@ -86,4 +99,38 @@ std::vector<GpuKernelCode> tetra::describeGpuKernels(ModuleOp module) {
     kernels.push_back(std::move(kernel));
   }
   return kernels;
+}
+
+LogicalResult tetra::lowerGpuModules(ModuleOp module,
+                                     std::unique_ptr<Pass> convertGpuOps) {
+  MLIRContext *context = module.getContext();
+  DialectRegistry interfaces;
+  arith::registerConvertArithToLLVMInterface(interfaces);
+  cf::registerConvertControlFlowToLLVMInterface(interfaces);
+  index::registerConvertIndexToLLVMInterface(interfaces);
+  registerConvertMathToLLVMInterface(interfaces);
+  registerConvertMemRefToLLVMInterface(interfaces);
+  ub::registerConvertUBToLLVMInterface(interfaces);
+  vector::registerConvertVectorToLLVMInterface(interfaces);
+  registerBuiltinDialectTranslation(interfaces);
+  registerLLVMDialectTranslation(interfaces);
+  context->appendDialectRegistry(interfaces);
+
+  PassManager pm(context);
+  OpPassManager &inGpu = pm.nest<gpu::GPUModuleOp>();
+  inGpu.addPass(createSCFToControlFlowPass());
+  inGpu.addPass(createConvertMathToLLVMPass());
+  inGpu.addPass(std::move(convertGpuOps));
+  inGpu.addPass(createReconcileUnrealizedCastsPass());
+  inGpu.addPass(createCanonicalizerPass());
+  inGpu.addPass(createCSEPass());
+  return pm.run(module);
+}
+
+OwningOpRef<ModuleOp> tetra::deviceModule(Operation *gpuModule) {
+  OwningOpRef<ModuleOp> device = ModuleOp::create(gpuModule->getLoc());
+  OpBuilder builder = OpBuilder::atBlockEnd(device->getBody());
+  for (Operation &op : cast<gpu::GPUModuleOp>(gpuModule).getBody()->getOperations())
+    builder.clone(op);
+  return device;
 }

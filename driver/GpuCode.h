@@ -12,6 +12,7 @@
 #define TETRA_DRIVER_GPUCODE_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
 
 #include <array>
 #include <string>
@@ -44,6 +45,18 @@ struct GpuKernelCode {
 /// descriptions (code and assembly empty): read before the modules are
 /// lowered, which drops the attributes.
 std::vector<GpuKernelCode> describeGpuKernels(mlir::ModuleOp module);
+
+/// Lowers every gpu.module of `module` to the LLVM dialect with the
+/// target's GPU conversion `convertGpuOps` (GPU-to-NVVM or GPU-to-ROCDL):
+/// scf to cf and math.ctlz to its LLVM intrinsic first (nothing may call
+/// into a device library), then the conversion, which lowers the other
+/// dialects through their ConvertToLLVM interfaces (registered here); and
+/// registers the LLVM IR translations of the builtin and LLVM dialects.
+mlir::LogicalResult lowerGpuModules(mlir::ModuleOp module,
+                                    std::unique_ptr<mlir::Pass> convertGpuOps);
+
+/// A lowered gpu.module's body as a module of its own, for translation.
+mlir::OwningOpRef<mlir::ModuleOp> deviceModule(mlir::Operation *gpuModule);
 
 } // namespace tetra
 

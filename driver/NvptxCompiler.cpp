@@ -3,24 +3,12 @@
 #include "driver/NvptxCompiler.h"
 
 
-#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
-#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
-#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
-#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
-#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
-#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
-#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
-#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
-#include "mlir/Transforms/Passes.h"
 
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -81,46 +69,18 @@ FailureOr<std::vector<GpuKernelCode>> tetra::compileToPtx(ModuleOp module,
   MLIRContext *context = module.getContext();
   std::vector<GpuKernelCode> kernels = describeGpuKernels(module);
 
-  // The GPU-to-NVVM conversion lowers the other dialects through their
-  // ConvertToLLVM interfaces, which must be registered.
-  DialectRegistry interfaces;
-  arith::registerConvertArithToLLVMInterface(interfaces);
-  cf::registerConvertControlFlowToLLVMInterface(interfaces);
-  index::registerConvertIndexToLLVMInterface(interfaces);
-  registerConvertMathToLLVMInterface(interfaces);
-  registerConvertMemRefToLLVMInterface(interfaces);
-  ub::registerConvertUBToLLVMInterface(interfaces);
-  context->appendDialectRegistry(interfaces);
-
-  PassManager pm(context);
-  OpPassManager &inGpu = pm.nest<gpu::GPUModuleOp>();
-  inGpu.addPass(createSCFToControlFlowPass());
-  // math.ctlz as the LLVM intrinsic, before the GPU conversion would look
-  // for it in libdevice (which is not here, and not wanted).
-  inGpu.addPass(createConvertMathToLLVMPass());
   ConvertGpuOpsToNVVMOpsOptions options;
   options.indexBitwidth = 64;
   options.useBarePtrCallConv = true;
-  inGpu.addPass(createConvertGpuOpsToNVVMOps(options));
-  inGpu.addPass(createReconcileUnrealizedCastsPass());
-  inGpu.addPass(createCanonicalizerPass());
-  inGpu.addPass(createCSEPass());
-  if (failed(pm.run(module)))
+  if (failed(lowerGpuModules(module, createConvertGpuOpsToNVVMOps(options))))
     return failure();
-
   DialectRegistry registry;
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
   registerNVVMDialectTranslation(registry);
   context->appendDialectRegistry(registry);
 
   size_t index = 0;
   for (gpu::GPUModuleOp gpuModule : module.getOps<gpu::GPUModuleOp>()) {
-    // The gpu.module's body as a module of its own.
-    OwningOpRef<ModuleOp> device = ModuleOp::create(gpuModule.getLoc());
-    OpBuilder builder = OpBuilder::atBlockEnd(device->getBody());
-    for (Operation &op : gpuModule.getBody()->getOperations())
-      builder.clone(op);
+    OwningOpRef<ModuleOp> device = deviceModule(gpuModule);
     FailureOr<std::string> ptx = emitPtx(*device, chip);
     if (failed(ptx))
       return failure();

@@ -2,7 +2,6 @@
 
 #include "lowering/Conversion/GemmKernelPlan.h"
 
-#include "lowering/Conversion/QuantizationEmitter.h"
 #include "lowering/NumericsOf.h"
 #include "runtime/numerics/Hadamard.h"
 
@@ -348,4 +347,72 @@ void GemmKernelLowering::buildQuantize(OpBuilder &moduleBuilder,
   }
   b.setInsertionPointToEnd(&entry);
   gpu::ReturnOp::create(b);
+}
+
+gpu::GPUFuncOp
+GemmKernelLowering::createGemmFunction(OpBuilder &moduleBuilder,
+                                       ArrayRef<int64_t> grid,
+                                       ArrayRef<int64_t> block) {
+  MLIRContext *context = kernel.getContext();
+  Type f32 = Float32Type::get(context), i8 = IntegerType::get(context, 8);
+  const int64_t chunks = k / 32;
+  auto type = FunctionType::get(context,
+                                {flat(m * k, i8), flat(m * chunks, i8),
+                                 flat(k * n, i8), flat(n * chunks, i8),
+                                 flat(m * n, f32)},
+                                {});
+  auto func = gpu::GPUFuncOp::create(moduleBuilder, matmul.getLoc(),
+                                     (kernel.getKernelName() + "__gemm").str(),
+                                     type);
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                moduleBuilder.getUnitAttr());
+  setLaunch(func, grid, block,
+            {"scratch:lhs.codes", "scratch:lhs.scales", "scratch:rhs.codes",
+             "scratch:rhs.scales", "result:0"});
+  return func;
+}
+
+Value GemmKernelLowering::lhsIndex(QuantizationEmitter &e, Value row,
+                                   Value kk) {
+  return matmul.getTransposeLhs()
+             ? e.addIndex(e.mulIndex(kk, e.cIndex(m)), row)
+             : e.addIndex(e.mulIndex(row, e.cIndex(k)), kk);
+}
+
+Value GemmKernelLowering::rhsIndex(QuantizationEmitter &e, Value kk,
+                                   Value col) {
+  return matmul.getTransposeRhs()
+             ? e.addIndex(e.mulIndex(col, e.cIndex(k)), kk)
+             : e.addIndex(e.mulIndex(kk, e.cIndex(n)), col);
+}
+
+Value GemmKernelLowering::lhsScaleIndex(QuantizationEmitter &e, Value row,
+                                        Value chunk) {
+  return matmul.getTransposeLhs()
+             ? e.addIndex(e.mulIndex(chunk, e.cIndex(m)), row)
+             : e.addIndex(e.mulIndex(row, e.cIndex(k / 32)), chunk);
+}
+
+Value GemmKernelLowering::rhsScaleIndex(QuantizationEmitter &e, Value chunk,
+                                        Value col) {
+  return matmul.getTransposeRhs()
+             ? e.addIndex(e.mulIndex(col, e.cIndex(k / 32)), chunk)
+             : e.addIndex(e.mulIndex(chunk, e.cIndex(n)), col);
+}
+
+LogicalResult tetra::conversion::lowerGemmKernels(
+    ModuleOp module, function_ref<LogicalResult(KernelOp)> lowerKernel) {
+  SmallVector<KernelOp> kernels;
+  module.walk([&](KernelOp kernel) { kernels.push_back(kernel); });
+  bool failed = false;
+  for (KernelOp kernel : kernels)
+    failed |= mlir::failed(lowerKernel(kernel));
+  if (failed)
+    return failure();
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                  UnitAttr::get(module.getContext()));
+  for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
+    if (!isa<gpu::GPUModuleOp>(op))
+      op.erase();
+  return success();
 }

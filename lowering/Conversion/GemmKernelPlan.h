@@ -14,6 +14,7 @@
 #define TETRA_LOWERING_CONVERSION_GEMMKERNELPLAN_H
 
 #include "dialect/TetraOps.h"
+#include "lowering/Conversion/QuantizationEmitter.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -59,6 +60,20 @@ protected:
   virtual void buildGemm(mlir::OpBuilder &moduleBuilder) = 0;
 
   mlir::InFlightDiagnostic refuse(const llvm::Twine &why);
+  /// `NAME__gemm(lhs codes, lhs scales, rhs codes, rhs scales, result)`,
+  /// the plan's GEMM launch, with its launch geometry; its body is empty.
+  mlir::gpu::GPUFuncOp createGemmFunction(mlir::OpBuilder &moduleBuilder,
+                                          llvm::ArrayRef<int64_t> grid,
+                                          llvm::ArrayRef<int64_t> block);
+  /// Where A(row, kk) and B(kk, col) lie among the operands' codes, and
+  /// the scales of their K-chunk `chunk`, in the operands' own layouts (as
+  /// every role's transposes store them): index values.
+  mlir::Value lhsIndex(QuantizationEmitter &e, mlir::Value row, mlir::Value kk);
+  mlir::Value rhsIndex(QuantizationEmitter &e, mlir::Value kk, mlir::Value col);
+  mlir::Value lhsScaleIndex(QuantizationEmitter &e, mlir::Value row,
+                            mlir::Value chunk);
+  mlir::Value rhsScaleIndex(QuantizationEmitter &e, mlir::Value chunk,
+                            mlir::Value col);
   void setLaunch(mlir::gpu::GPUFuncOp func, llvm::ArrayRef<int64_t> grid,
                  llvm::ArrayRef<int64_t> block,
                  llvm::ArrayRef<std::string> arguments);
@@ -81,6 +96,13 @@ private:
   mlir::DictionaryAttr describe(mlir::Builder &b);
   mlir::DictionaryAttr describeOperand(mlir::Builder &b, OperandPlan operand);
 };
+
+/// A GPU conversion's pass body: lowers every GEMM kernel of `module`
+/// with `lowerKernel`, then keeps only the gpu.modules (the host side and
+/// the kernels the CPU runs are not this conversion's output).
+mlir::LogicalResult
+lowerGemmKernels(mlir::ModuleOp module,
+                 llvm::function_ref<mlir::LogicalResult(KernelOp)> lowerKernel);
 
 } // namespace tetra::conversion
 

@@ -73,23 +73,10 @@ Type mfmaElementType(MLIRContext *context, ElementFormat format) {
 
 void AMDGPUGemmLowering::buildGemm(OpBuilder &moduleBuilder) {
   MLIRContext *context = kernel.getContext();
-  Type f32 = Float32Type::get(context), i8 = IntegerType::get(context, 8);
-  const bool transposeLhs = matmul.getTransposeLhs();
-  const bool transposeRhs = matmul.getTransposeRhs();
+  Type f32 = Float32Type::get(context);
   const int64_t chunks = k / 32;
-  auto type = FunctionType::get(
-      context,
-      {flat(m * k, i8), flat(m * chunks, i8), flat(k * n, i8),
-       flat(n * chunks, i8), flat(m * n, f32)},
-      {});
-  auto func = gpu::GPUFuncOp::create(moduleBuilder, matmul.getLoc(),
-                                     (kernel.getKernelName() + "__gemm").str(),
-                                     type);
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                moduleBuilder.getUnitAttr());
-  setLaunch(func, {n / 32, m / 32, 1}, {64, 1, 1},
-            {"scratch:lhs.codes", "scratch:lhs.scales", "scratch:rhs.codes",
-             "scratch:rhs.scales", "result:0"});
+  gpu::GPUFuncOp func = createGemmFunction(moduleBuilder, {n / 32, m / 32, 1},
+                                           {64, 1, 1});
 
   Block &entry = func.getBody().front();
   ImplicitLocOpBuilder b(matmul.getLoc(), context);
@@ -108,22 +95,6 @@ void AMDGPUGemmLowering::buildGemm(OpBuilder &moduleBuilder) {
       e.mulIndex(gpu::BlockIdOp::create(b, gpu::Dimension::x), e.cIndex(32));
   Value row = e.addIndex(m0, r), col = e.addIndex(n0, r);
 
-  auto lhsIndex = [&](Value kk) { // A(row, kk)
-    return transposeLhs ? e.addIndex(e.mulIndex(kk, e.cIndex(m)), row)
-                        : e.addIndex(e.mulIndex(row, e.cIndex(k)), kk);
-  };
-  auto rhsIndex = [&](Value kk) { // B(kk, col)
-    return transposeRhs ? e.addIndex(e.mulIndex(col, e.cIndex(k)), kk)
-                        : e.addIndex(e.mulIndex(kk, e.cIndex(n)), col);
-  };
-  auto lhsScaleIndex = [&](Value chunk) {
-    return transposeLhs ? e.addIndex(e.mulIndex(chunk, e.cIndex(m)), row)
-                        : e.addIndex(e.mulIndex(row, e.cIndex(chunks)), chunk);
-  };
-  auto rhsScaleIndex = [&](Value chunk) {
-    return transposeRhs ? e.addIndex(e.mulIndex(col, e.cIndex(chunks)), chunk)
-                        : e.addIndex(e.mulIndex(chunk, e.cIndex(n)), col);
-  };
   /// The lane's 32 codes of one MX block as the MFMA's operand vector:
   /// packed into i32 words, the lowest element in the lowest bits (8 E2M1
   /// codes or 4 FP8 codes per word), then reinterpreted.
@@ -171,15 +142,15 @@ void AMDGPUGemmLowering::buildGemm(OpBuilder &moduleBuilder) {
                           zeroCode);
         };
         Value a = operand(
-            [&](Value j) { return codeOf(lhsCodes, lhsIndex(e.addIndex(k0, j))); },
+            [&](Value j) { return codeOf(lhsCodes, lhsIndex(e, row, e.addIndex(k0, j))); },
             lhs.quant.getFormat());
         Value bv = operand(
-            [&](Value j) { return codeOf(rhsCodes, rhsIndex(e.addIndex(k0, j))); },
+            [&](Value j) { return codeOf(rhsCodes, rhsIndex(e, e.addIndex(k0, j), col)); },
             rhs.quant.getFormat());
         Value d = amdgpu::ScaledMFMAOp::create(
             b, accumulator, 32, 32, 64, a, bv, acc[0],
-            scaleOf(lhsScales, lhsScaleIndex(chunk)),
-            scaleOf(rhsScales, rhsScaleIndex(chunk)), 0, 0);
+            scaleOf(lhsScales, lhsScaleIndex(e, row, chunk)),
+            scaleOf(rhsScales, rhsScaleIndex(e, chunk, col)), 0, 0);
         return {d};
       })[0];
   for (int64_t v = 0; v < 16; ++v) {
@@ -208,18 +179,10 @@ void ConvertTetraToAMDGPU::runOnOperation() {
                        << "' is not supported (gfx950)";
     return signalPassFailure();
   }
-  SmallVector<KernelOp> kernels;
-  module.walk([&](KernelOp kernel) { kernels.push_back(kernel); });
-  bool failed = false;
-  for (KernelOp kernel : kernels)
-    failed |= mlir::failed(AMDGPUGemmLowering(kernel, chip).lower(module));
-  if (failed)
+  if (failed(lowerGemmKernels(module, [&](KernelOp kernel) {
+        return AMDGPUGemmLowering(kernel, chip).lower(module);
+      })))
     return signalPassFailure();
-  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                  UnitAttr::get(&getContext()));
-  for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
-    if (!isa<gpu::GPUModuleOp>(op))
-      op.erase();
 }
 
 } // namespace

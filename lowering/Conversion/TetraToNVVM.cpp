@@ -89,23 +89,10 @@ StringRef mmaType(ElementFormat format) {
 
 void NVVMGemmLowering::buildGemm(OpBuilder &moduleBuilder) {
   MLIRContext *context = kernel.getContext();
-  Type f32 = Float32Type::get(context), i8 = IntegerType::get(context, 8);
-  const bool transposeLhs = matmul.getTransposeLhs();
-  const bool transposeRhs = matmul.getTransposeRhs();
+  Type f32 = Float32Type::get(context);
   const int64_t chunks = k / 32;
-  auto type = FunctionType::get(
-      context,
-      {flat(m * k, i8), flat(m * chunks, i8), flat(k * n, i8),
-       flat(n * chunks, i8), flat(m * n, f32)},
-      {});
-  auto func = gpu::GPUFuncOp::create(moduleBuilder, matmul.getLoc(),
-                                     (kernel.getKernelName() + "__gemm").str(),
-                                     type);
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                moduleBuilder.getUnitAttr());
-  setLaunch(func, {n / 8, m / 16, 1}, {32, 1, 1},
-            {"scratch:lhs.codes", "scratch:lhs.scales", "scratch:rhs.codes",
-             "scratch:rhs.scales", "result:0"});
+  gpu::GPUFuncOp func = createGemmFunction(moduleBuilder, {n / 8, m / 16, 1},
+                                           {32, 1, 1});
 
   Block &entry = func.getBody().front();
   ImplicitLocOpBuilder b(matmul.getLoc(), context);
@@ -136,22 +123,6 @@ void NVVMGemmLowering::buildGemm(OpBuilder &moduleBuilder) {
         e.bitAnd(e.shrui(table, e.mul(magnitude, e.c64(8))), e.c64(0xFF)),
         e.i32());
     return e.bitOr(byte, e.shl(e.bitAnd(c, e.c32(8)), e.c32(4)));
-  };
-  auto lhsIndex = [&](Value row, Value col) { // A(row, col), col along K
-    return transposeLhs ? e.addIndex(e.mulIndex(col, e.cIndex(m)), row)
-                        : e.addIndex(e.mulIndex(row, e.cIndex(k)), col);
-  };
-  auto rhsIndex = [&](Value kk, Value col) { // B(kk, col)
-    return transposeRhs ? e.addIndex(e.mulIndex(col, e.cIndex(k)), kk)
-                        : e.addIndex(e.mulIndex(kk, e.cIndex(n)), col);
-  };
-  auto lhsScaleIndex = [&](Value row, Value chunk) {
-    return transposeLhs ? e.addIndex(e.mulIndex(chunk, e.cIndex(m)), row)
-                        : e.addIndex(e.mulIndex(row, e.cIndex(chunks)), chunk);
-  };
-  auto rhsScaleIndex = [&](Value chunk, Value col) {
-    return transposeRhs ? e.addIndex(e.mulIndex(col, e.cIndex(chunks)), chunk)
-                        : e.addIndex(e.mulIndex(chunk, e.cIndex(n)), col);
   };
   /// Four codes (k .. k+3 along K) packed in an i32, the lowest first.
   auto pack = [&](function_ref<Value(int64_t)> codeAt, ElementFormat format) {
@@ -188,7 +159,7 @@ void NVVMGemmLowering::buildGemm(OpBuilder &moduleBuilder) {
               [&](int64_t q) {
                 return memref::LoadOp::create(
                     b, lhsCodes,
-                    ValueRange{lhsIndex(row, e.addIndex(kk, e.cIndex(q)))});
+                    ValueRange{lhsIndex(e, row, e.addIndex(kk, e.cIndex(q)))});
               },
               lhsFormat));
         }
@@ -199,7 +170,7 @@ void NVVMGemmLowering::buildGemm(OpBuilder &moduleBuilder) {
               [&](int64_t q) {
                 return memref::LoadOp::create(
                     b, rhsCodes,
-                    ValueRange{rhsIndex(e.addIndex(kk, e.cIndex(q)), bCol)});
+                    ValueRange{rhsIndex(e, e.addIndex(kk, e.cIndex(q)), bCol)});
               },
               rhsFormat));
         }
@@ -213,11 +184,11 @@ void NVVMGemmLowering::buildGemm(OpBuilder &moduleBuilder) {
           Value row = rows[r >> 1], col = cols[r & 1];
           Value ca = e.zext(
               memref::LoadOp::create(b, lhsScales,
-                                     ValueRange{lhsScaleIndex(row, chunk)}),
+                                     ValueRange{lhsScaleIndex(e, row, chunk)}),
               e.i32());
           Value cb = e.zext(
               memref::LoadOp::create(b, rhsScales,
-                                     ValueRange{rhsScaleIndex(chunk, col)}),
+                                     ValueRange{rhsScaleIndex(e, chunk, col)}),
               e.i32());
           next.push_back(e.addf(acc[r], scaleChunk(e, partial, ca, cb)));
         }
@@ -246,20 +217,10 @@ void ConvertTetraToNVVM::runOnOperation() {
                        << "' is not supported (sm_90a)";
     return signalPassFailure();
   }
-  SmallVector<KernelOp> kernels;
-  module.walk([&](KernelOp kernel) { kernels.push_back(kernel); });
-  bool failed = false;
-  for (KernelOp kernel : kernels)
-    failed |= mlir::failed(NVVMGemmLowering(kernel, chip).lower(module));
-  if (failed)
+  if (failed(lowerGemmKernels(module, [&](KernelOp kernel) {
+        return NVVMGemmLowering(kernel, chip).lower(module);
+      })))
     return signalPassFailure();
-  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                  UnitAttr::get(&getContext()));
-  // What is left besides the GPU modules is the host side and the kernels
-  // the CPU runs; the GPU modules are this pass's output.
-  for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
-    if (!isa<gpu::GPUModuleOp>(op))
-      op.erase();
 }
 
 } // namespace
