@@ -155,6 +155,21 @@ std::vector<AmdgpuResources> tetra::amdgpuResources(StringRef assembly) {
            at = body.find("v_mfma_scale", at + 1))
         ++kernel.scaledMfmas;
     }
+    // The metadata's entry for this function: its .args up to its .name.
+    size_t metadata = text.find("amdhsa.kernels:");
+    size_t named = text.find(".name:           " + kernel.function + "\n",
+                             metadata == std::string::npos ? 0 : metadata);
+    if (metadata != std::string::npos && named != std::string::npos) {
+      size_t entry = text.rfind("\n  - ", named);
+      std::string args = text.substr(entry, named - entry);
+      std::regex argument(
+          R"(\.offset:\s+(\d+)\s+\.size:\s+(\d+)\s+\.value_kind:\s+(\w+))");
+      for (std::sregex_iterator a(args.begin(), args.end(), argument), none;
+           a != none; ++a)
+        if (std::string((*a)[3]).rfind("hidden_", 0) != 0)
+          kernel.arguments.push_back(
+              {std::stoll((*a)[1]), std::stoll((*a)[2]), (*a)[3]});
+    }
     int64_t slots = ((nextVgpr + 7) / 8) * 8;
     kernel.occupancy = slots > 0 ? std::min<int64_t>(8, 512 / slots) : 8;
     report.push_back(kernel);

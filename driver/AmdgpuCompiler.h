@@ -19,8 +19,15 @@
 
 namespace tetra {
 
+/// One explicit kernel argument as the code object's metadata lays it out.
+struct AmdgpuArgument {
+  int64_t offset = 0, size = 0;
+  std::string kind; ///< "global_buffer", "by_value".
+};
+
 /// What a gfx950 kernel function uses, read off its assembly's .amdhsa
-/// directives.
+/// directives, and its explicit arguments from its metadata (the hidden
+/// ones, which the HIP runtime fills, left out).
 struct AmdgpuResources {
   std::string function;
   int64_t vgprs = 0, agprs = 0, sgprs = 0;
@@ -29,6 +36,7 @@ struct AmdgpuResources {
   /// Waves per SIMD the registers allow (512 unified VGPR/AGPR slots per
   /// lane, in granules of 8; at most 8).
   int64_t occupancy = 0;
+  std::vector<AmdgpuArgument> arguments;
 };
 
 /// The resource report of every kernel function in a gfx950 assembly.

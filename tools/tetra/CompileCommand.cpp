@@ -82,7 +82,17 @@ std::string manifestOf(const std::vector<GpuKernelCode> &kernels,
                 ",\"lds_bytes\":" + std::to_string(used.ldsBytes) +
                 ",\"scratch_bytes\":" + std::to_string(used.scratchBytes) +
                 ",\"scaled_mfmas\":" + std::to_string(used.scaledMfmas) +
-                ",\"waves_per_simd\":" + std::to_string(used.occupancy) + "}";
+                ",\"waves_per_simd\":" + std::to_string(used.occupancy) +
+                ",\"kernargs\":[";
+        for (size_t a = 0; a < used.arguments.size(); ++a) {
+          json += a ? "," : "";
+          json += "{\"offset\":" + std::to_string(used.arguments[a].offset) +
+                  ",\"size\":" + std::to_string(used.arguments[a].size) +
+                  ",\"kind\":";
+          io::appendJsonString(json, used.arguments[a].kind);
+          json += "}";
+        }
+        json += "]}";
       }
       json += "]";
     }
