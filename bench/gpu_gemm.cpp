@@ -17,16 +17,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backend/CudaBackend.h"
+#include "runtime/bundle/Bundle.h"
 #include "runtime/io/Json.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -63,14 +62,9 @@ int main(int argc, char **argv) {
   }
   if (bundle.empty())
     return fail("no bundle given");
-  std::ifstream in(bundle + "/manifest.json", std::ios::binary);
-  if (!in)
-    return fail("cannot read " + bundle + "/manifest.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  io::Expected<io::JsonValue> manifest = io::parseJson(text.str());
-  if (!manifest)
-    return fail(manifest.error().message());
+  io::Expected<bundle::Bundle> compiled = bundle::Bundle::open(bundle);
+  if (!compiled)
+    return fail(compiled.error().message());
   io::Expected<std::unique_ptr<backend::CudaBackend>> created =
       backend::CudaBackend::create();
   if (!created)
@@ -78,25 +72,23 @@ int main(int argc, char **argv) {
   backend::CudaBackend &gpu = **created;
   std::printf("%s; bundle %s (%s, policy %s), median of %d\n",
               gpu.description().c_str(), bundle.c_str(),
-              field(*manifest, "model").asString().c_str(),
-              field(*manifest, "policy").asString().c_str(), reps);
+              compiled->model.c_str(), compiled->policy.c_str(), reps);
   std::printf("%-28s %-6s %-22s %10s %10s %10s %9s %9s\n", "kernel", "role",
               "M x N x K", "lhs ms", "rhs ms", "mma ms", "mma TF/s",
               "all TF/s");
   std::mt19937 random(1);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (const io::JsonValue &kernel : field(*manifest, "kernels").items()) {
-    const std::string name = field(kernel, "name").asString();
+  for (const bundle::Kernel &kernel : compiled->kernels) {
+    const std::string &name = kernel.name;
     if (!filter.empty() && name.find(filter) == std::string::npos)
       continue;
-    const io::JsonValue &computes = field(kernel, "computes");
+    const io::JsonValue &computes = kernel.computes;
     int64_t m = field(computes, "m").asInt64(), n = field(computes, "n").asInt64(),
             k = field(computes, "k").asInt64();
-    std::ifstream codeFile(bundle + "/" + field(kernel, "code").asString(),
-                           std::ios::binary);
-    std::stringstream code;
-    code << codeFile.rdbuf();
-    std::string ptx = code.str();
+    io::Expected<std::string> code = compiled->code(kernel);
+    if (!code)
+      return fail(code.error().message());
+    const std::string &ptx = *code;
     io::Expected<backend::Module> module = gpu.loadModule(
         backend::CodeObject::binary(backend::CodeObjectFormat::Ptx,
                                     {reinterpret_cast<const uint8_t *>(ptx.data()),
@@ -125,37 +117,28 @@ int main(int argc, char **argv) {
           !gpu.synchronize())
         return fail("cannot upload " + key + " of " + name);
     }
-    for (const io::JsonMember &scratch : field(computes, "scratch").members())
-      if (!allocate("scratch:" + scratch.key, scratch.value.asInt64()))
+    for (const auto &[key, bytes] : kernel.scratch)
+      if (!allocate(key, bytes))
         return fail("out of memory for " + name);
     if (!allocate("result:0", m * n * 4))
       return fail("out of memory for " + name);
 
     std::vector<double> medians;
-    for (const io::JsonValue &launch : field(kernel, "launches").items()) {
+    for (const bundle::Launch &launch : kernel.launches) {
       io::Expected<backend::Kernel> function =
-          gpu.getKernel(*module, field(launch, "function").asString());
+          gpu.getKernel(*module, launch.function);
       if (!function)
         return fail(function.error().message());
-      backend::LaunchConfig config;
-      for (int d = 0; d < 3; ++d) {
-        config.grid[d] = static_cast<uint32_t>(field(launch, "grid").items()[d].asInt64());
-        config.block[d] = static_cast<uint32_t>(field(launch, "block").items()[d].asInt64());
-      }
       std::vector<backend::Buffer> args;
       std::vector<backend::Scalar> scalars;
-      for (const io::JsonValue &argument : field(launch, "arguments").items()) {
-        const std::string &what = argument.asString();
-        if (what.rfind("scalar:", 0) == 0)
-          scalars.push_back(backend::Scalar::integer(what == "scalar:step" ? 3 : 42));
-        else
-          args.push_back(buffers.at(what));
-      }
+      if (io::Status bound = launch.bind(buffers, 42, 3, args, scalars); !bound)
+        return fail(bound.error().message());
       std::vector<double> times;
       for (int rep = 0; rep <= reps; ++rep) {
         auto start = std::chrono::steady_clock::now();
-        if (!gpu.launch(*function, config, args, scalars) || !gpu.synchronize())
-          return fail("launch of " + field(launch, "function").asString() + " failed");
+        if (!gpu.launch(*function, launch.config, args, scalars) ||
+            !gpu.synchronize())
+          return fail("launch of " + launch.function + " failed");
         double ms = std::chrono::duration<double, std::milli>(
                         std::chrono::steady_clock::now() - start)
                         .count();

@@ -168,9 +168,9 @@ CudaBackend::~CudaBackend() {
   if (!driver_ || !context_)
     return;
   driver_->cuCtxSetCurrent(context_);
-  for (const auto &[address, bytes] : allocations_)
+  for (const auto &[address, bytes] : tables_.allocations())
     driver_->cuMemFree(address);
-  for (const auto &[module, name] : modules_)
+  for (const auto &[module, name] : tables_.modules())
     driver_->cuModuleUnload(reinterpret_cast<void *>(module));
   driver_->cuDevicePrimaryCtxRelease(device_);
 }
@@ -184,22 +184,6 @@ std::string CudaBackend::description() const {
          std::to_string(driverVersion_ % 1000 / 10) + ")";
 }
 
-io::Status CudaBackend::checkLive(Buffer buffer, const char *what) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (insideAllocation(allocations_, buffer))
-    return io::success();
-  return io::Error(std::string(what) + ": " + std::to_string(buffer.size()) +
-                   " bytes at 0x" +
-                   [&] {
-                     char text[32];
-                     std::snprintf(
-                         text, sizeof(text), "%llx",
-                         static_cast<unsigned long long>(buffer.address()));
-                     return std::string(text);
-                   }() +
-                   " are not inside a live allocation");
-}
-
 io::Expected<Buffer> CudaBackend::allocate(size_t bytes) {
   if (bytes == 0)
     return Buffer();
@@ -207,22 +191,15 @@ io::Expected<Buffer> CudaBackend::allocate(size_t bytes) {
   if (int r = driver_->cuMemAlloc(&address, bytes))
     return io::Error(driverError("cuMemAlloc", r).message() + " allocating " +
                      std::to_string(bytes) + " bytes");
-  std::lock_guard<std::mutex> lock(mutex_);
-  allocations_[address] = bytes;
+  tables_.addAllocation(address, bytes);
   return Buffer(address, bytes);
 }
 
 io::Status CudaBackend::free(Buffer buffer) {
   if (buffer.empty())
     return io::success();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = allocations_.find(buffer.address());
-    if (it == allocations_.end() || it->second != buffer.size())
-      return io::Error("free: not an allocation of this backend (" +
-                       std::to_string(buffer.size()) + " bytes)");
-    allocations_.erase(it);
-  }
+  if (io::Status known = tables_.removeAllocation(buffer); !known)
+    return known;
   if (int r = driver_->cuMemFree(buffer.address()))
     return driverError("cuMemFree", r);
   return io::success();
@@ -230,12 +207,9 @@ io::Status CudaBackend::free(Buffer buffer) {
 
 io::Status CudaBackend::copyToDevice(Buffer destination, const void *source,
                                      size_t bytes, Stream stream) {
-  if (bytes > destination.size())
-    return io::Error("copyToDevice: " + std::to_string(bytes) +
-                     " bytes into a buffer of " +
-                     std::to_string(destination.size()));
-  if (io::Status live = checkLive(destination, "copyToDevice"); !live)
-    return live;
+  if (io::Status ok = tables_.checkCopy("copyToDevice", bytes, &destination, nullptr);
+      !ok)
+    return ok;
   if (bytes == 0)
     return io::success();
   if (int r = driver_->cuMemcpyHtoDAsync(destination.address(), source, bytes,
@@ -246,12 +220,9 @@ io::Status CudaBackend::copyToDevice(Buffer destination, const void *source,
 
 io::Status CudaBackend::copyToHost(void *destination, Buffer source,
                                    size_t bytes, Stream stream) {
-  if (bytes > source.size())
-    return io::Error("copyToHost: " + std::to_string(bytes) +
-                     " bytes from a buffer of " +
-                     std::to_string(source.size()));
-  if (io::Status live = checkLive(source, "copyToHost"); !live)
-    return live;
+  if (io::Status ok = tables_.checkCopy("copyToHost", bytes, nullptr, &source);
+      !ok)
+    return ok;
   if (bytes == 0)
     return io::success();
   if (int r = driver_->cuMemcpyDtoHAsync(destination, source.address(), bytes,
@@ -262,15 +233,10 @@ io::Status CudaBackend::copyToHost(void *destination, Buffer source,
 
 io::Status CudaBackend::copyOnDevice(Buffer destination, Buffer source,
                                      size_t bytes, Stream stream) {
-  if (bytes > source.size() || bytes > destination.size())
-    return io::Error("copyOnDevice: " + std::to_string(bytes) +
-                     " bytes between buffers of " +
-                     std::to_string(source.size()) + " and " +
-                     std::to_string(destination.size()));
-  if (io::Status live = checkLive(source, "copyOnDevice"); !live)
-    return live;
-  if (io::Status live = checkLive(destination, "copyOnDevice"); !live)
-    return live;
+  if (io::Status ok =
+          tables_.checkCopy("copyOnDevice", bytes, &destination, &source);
+      !ok)
+    return ok;
   if (bytes == 0)
     return io::success();
   if (int r = driver_->cuMemcpyDtoDAsync(
@@ -280,7 +246,7 @@ io::Status CudaBackend::copyOnDevice(Buffer destination, Buffer source,
 }
 
 io::Status CudaBackend::fill(Buffer buffer, uint8_t value, Stream stream) {
-  if (io::Status live = checkLive(buffer, "fill"); !live)
+  if (io::Status live = tables_.checkLive(buffer, "fill"); !live)
     return live;
   if (buffer.empty())
     return io::success();
@@ -342,17 +308,13 @@ io::Expected<Module> CudaBackend::loadModule(const CodeObject &code) {
                      "': " + driverError("cuModuleLoadData", r).message() +
                      (log.empty() ? std::string() : ":\n" + log));
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  modules_[reinterpret_cast<uint64_t>(module)] = code.name;
+  tables_.addModule(reinterpret_cast<uint64_t>(module), code.name);
   return Module{reinterpret_cast<uint64_t>(module)};
 }
 
 io::Status CudaBackend::unloadModule(Module module) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!modules_.erase(module.handle))
-      return io::Error("unloadModule: not a module of this backend");
-  }
+  if (io::Status known = tables_.removeModule(module.handle); !known)
+    return known;
   if (int r = driver_->cuModuleUnload(reinterpret_cast<void *>(module.handle)))
     return driverError("cuModuleUnload", r);
   return io::success();
@@ -360,19 +322,14 @@ io::Status CudaBackend::unloadModule(Module module) {
 
 io::Expected<Kernel> CudaBackend::getKernel(Module module,
                                             std::string_view name) {
-  std::string moduleName;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = modules_.find(module.handle);
-    if (it == modules_.end())
-      return io::Error("getKernel: not a module of this backend");
-    moduleName = it->second;
-  }
+  io::Expected<std::string> moduleName = tables_.moduleName(module.handle);
+  if (!moduleName)
+    return moduleName.error();
   void *function = nullptr;
   std::string symbol(name);
   if (int r = driver_->cuModuleGetFunction(
           &function, reinterpret_cast<void *>(module.handle), symbol.c_str()))
-    return io::Error("'" + moduleName + "' has no kernel '" + symbol + "' (" +
+    return io::Error("'" + *moduleName + "' has no kernel '" + symbol + "' (" +
                      driverError("cuModuleGetFunction", r).message() + ")");
   return Kernel{reinterpret_cast<uint64_t>(function)};
 }
@@ -383,32 +340,15 @@ io::Status CudaBackend::launch(Kernel kernel, const LaunchConfig &config,
                                ArrayView<Buffer> buffers,
                                ArrayView<Scalar> scalars, Stream stream) {
   for (size_t i = 0; i < buffers.size(); ++i)
-    if (io::Status live = checkLive(buffers[i], "launch"); !live)
+    if (io::Status live = tables_.checkLive(buffers[i], "launch"); !live)
       return io::Error(live.error().message() + " (buffer argument " +
                        std::to_string(i) + ")");
-  // One 64-bit slot per parameter: device addresses, then scalars.
-  std::vector<uint64_t> slots(buffers.size() + scalars.size());
-  std::vector<void *> parameters(slots.size());
-  for (size_t i = 0; i < buffers.size(); ++i)
-    slots[i] = buffers[i].address();
-  for (size_t i = 0; i < scalars.size(); ++i) {
-    uint64_t bits = 0;
-    if (scalars[i].kind() == ScalarKind::Int) {
-      int64_t value = scalars[i].asInt();
-      std::memcpy(&bits, &value, sizeof(bits));
-    } else {
-      double value = scalars[i].asFloat();
-      std::memcpy(&bits, &value, sizeof(bits));
-    }
-    slots[buffers.size() + i] = bits;
-  }
-  for (size_t i = 0; i < slots.size(); ++i)
-    parameters[i] = &slots[i];
+  ParameterSlots parameters(buffers, scalars);
   if (int r = driver_->cuLaunchKernel(
           reinterpret_cast<void *>(kernel.handle), config.grid[0],
           config.grid[1], config.grid[2], config.block[0], config.block[1],
           config.block[2], config.sharedMemoryBytes, streamHandle(stream),
-          parameters.empty() ? nullptr : parameters.data(), nullptr))
+          parameters.data(), nullptr))
     return driverError("cuLaunchKernel", r);
   return io::success();
 }

@@ -18,6 +18,7 @@
 #define TETRA_RUNTIME_BACKEND_CUDABACKEND_H
 
 #include "runtime/backend/Backend.h"
+#include "runtime/backend/DeviceTables.h"
 
 #include <map>
 #include <memory>
@@ -73,7 +74,6 @@ private:
   /// The error for a failed driver call: "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY
   /// (out of memory)".
   io::Error driverError(const char *call, int result) const;
-  io::Status checkLive(Buffer buffer, const char *what) const;
 
   std::unique_ptr<CudaDriver> driver_;
   int device_ = 0;
@@ -83,9 +83,7 @@ private:
   size_t totalMemory_ = 0;
   int driverVersion_ = 0;
 
-  mutable std::mutex mutex_;
-  std::map<DeviceAddress, size_t> allocations_; ///< address -> bytes
-  std::map<uint64_t, std::string> modules_;     ///< CUmodule -> name
+  DeviceTables tables_;
 };
 
 } // namespace tetra::backend

@@ -158,9 +158,9 @@ HipBackend::create(int ordinal, const std::string &library) {
 HipBackend::~HipBackend() {
   if (!hip_ || !hip_->hipFree)
     return;
-  for (const auto &[address, bytes] : allocations_)
+  for (const auto &[address, bytes] : tables_.allocations())
     hip_->hipFree(reinterpret_cast<void *>(static_cast<uintptr_t>(address)));
-  for (const auto &[module, name] : modules_)
+  for (const auto &[module, name] : tables_.modules())
     hip_->hipModuleUnload(reinterpret_cast<void *>(module));
 }
 
@@ -174,14 +174,6 @@ std::string HipBackend::description() const {
          std::to_string(runtimeVersion_ / 100000 % 100) + ")";
 }
 
-io::Status HipBackend::checkLive(Buffer buffer, const char *what) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (insideAllocation(allocations_, buffer))
-    return io::success();
-  return io::Error(std::string(what) + ": " + std::to_string(buffer.size()) +
-                   " bytes are not inside a live allocation");
-}
-
 io::Expected<Buffer> HipBackend::allocate(size_t bytes) {
   if (bytes == 0)
     return Buffer();
@@ -190,22 +182,15 @@ io::Expected<Buffer> HipBackend::allocate(size_t bytes) {
     return io::Error(runtimeError("hipMalloc", r).message() + " allocating " +
                      std::to_string(bytes) + " bytes");
   DeviceAddress device = reinterpret_cast<uintptr_t>(address);
-  std::lock_guard<std::mutex> lock(mutex_);
-  allocations_[device] = bytes;
+  tables_.addAllocation(device, bytes);
   return Buffer(device, bytes);
 }
 
 io::Status HipBackend::free(Buffer buffer) {
   if (buffer.empty())
     return io::success();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = allocations_.find(buffer.address());
-    if (it == allocations_.end() || it->second != buffer.size())
-      return io::Error("free: not an allocation of this backend (" +
-                       std::to_string(buffer.size()) + " bytes)");
-    allocations_.erase(it);
-  }
+  if (io::Status known = tables_.removeAllocation(buffer); !known)
+    return known;
   if (int r = hip_->hipFree(pointer(buffer)))
     return runtimeError("hipFree", r);
   return io::success();
@@ -213,12 +198,9 @@ io::Status HipBackend::free(Buffer buffer) {
 
 io::Status HipBackend::copyToDevice(Buffer destination, const void *source,
                                     size_t bytes, Stream stream) {
-  if (bytes > destination.size())
-    return io::Error("copyToDevice: " + std::to_string(bytes) +
-                     " bytes into a buffer of " +
-                     std::to_string(destination.size()));
-  if (io::Status live = checkLive(destination, "copyToDevice"); !live)
-    return live;
+  if (io::Status ok = tables_.checkCopy("copyToDevice", bytes, &destination, nullptr);
+      !ok)
+    return ok;
   if (bytes == 0)
     return io::success();
   if (int r = hip_->hipMemcpyHtoDAsync(pointer(destination), source, bytes,
@@ -229,12 +211,9 @@ io::Status HipBackend::copyToDevice(Buffer destination, const void *source,
 
 io::Status HipBackend::copyToHost(void *destination, Buffer source,
                                   size_t bytes, Stream stream) {
-  if (bytes > source.size())
-    return io::Error("copyToHost: " + std::to_string(bytes) +
-                     " bytes from a buffer of " +
-                     std::to_string(source.size()));
-  if (io::Status live = checkLive(source, "copyToHost"); !live)
-    return live;
+  if (io::Status ok = tables_.checkCopy("copyToHost", bytes, nullptr, &source);
+      !ok)
+    return ok;
   if (bytes == 0)
     return io::success();
   if (int r = hip_->hipMemcpyDtoHAsync(destination, pointer(source), bytes,
@@ -245,15 +224,10 @@ io::Status HipBackend::copyToHost(void *destination, Buffer source,
 
 io::Status HipBackend::copyOnDevice(Buffer destination, Buffer source,
                                     size_t bytes, Stream stream) {
-  if (bytes > source.size() || bytes > destination.size())
-    return io::Error("copyOnDevice: " + std::to_string(bytes) +
-                     " bytes between buffers of " +
-                     std::to_string(source.size()) + " and " +
-                     std::to_string(destination.size()));
-  if (io::Status live = checkLive(source, "copyOnDevice"); !live)
-    return live;
-  if (io::Status live = checkLive(destination, "copyOnDevice"); !live)
-    return live;
+  if (io::Status ok =
+          tables_.checkCopy("copyOnDevice", bytes, &destination, &source);
+      !ok)
+    return ok;
   if (bytes == 0)
     return io::success();
   if (int r = hip_->hipMemcpyDtoDAsync(pointer(destination), pointer(source),
@@ -263,7 +237,7 @@ io::Status HipBackend::copyOnDevice(Buffer destination, Buffer source,
 }
 
 io::Status HipBackend::fill(Buffer buffer, uint8_t value, Stream stream) {
-  if (io::Status live = checkLive(buffer, "fill"); !live)
+  if (io::Status live = tables_.checkLive(buffer, "fill"); !live)
     return live;
   if (buffer.empty())
     return io::success();
@@ -305,17 +279,13 @@ io::Expected<Module> HipBackend::loadModule(const CodeObject &code) {
   if (int r = hip_->hipModuleLoadData(&module, code.image.data()))
     return io::Error("'" + code.name +
                      "': " + runtimeError("hipModuleLoadData", r).message());
-  std::lock_guard<std::mutex> lock(mutex_);
-  modules_[reinterpret_cast<uint64_t>(module)] = code.name;
+  tables_.addModule(reinterpret_cast<uint64_t>(module), code.name);
   return Module{reinterpret_cast<uint64_t>(module)};
 }
 
 io::Status HipBackend::unloadModule(Module module) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!modules_.erase(module.handle))
-      return io::Error("unloadModule: not a module of this backend");
-  }
+  if (io::Status known = tables_.removeModule(module.handle); !known)
+    return known;
   if (int r = hip_->hipModuleUnload(reinterpret_cast<void *>(module.handle)))
     return runtimeError("hipModuleUnload", r);
   return io::success();
@@ -323,19 +293,14 @@ io::Status HipBackend::unloadModule(Module module) {
 
 io::Expected<Kernel> HipBackend::getKernel(Module module,
                                            std::string_view name) {
-  std::string moduleName;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = modules_.find(module.handle);
-    if (it == modules_.end())
-      return io::Error("getKernel: not a module of this backend");
-    moduleName = it->second;
-  }
+  io::Expected<std::string> moduleName = tables_.moduleName(module.handle);
+  if (!moduleName)
+    return moduleName.error();
   void *function = nullptr;
   std::string symbol(name);
   if (int r = hip_->hipModuleGetFunction(
           &function, reinterpret_cast<void *>(module.handle), symbol.c_str()))
-    return io::Error("'" + moduleName + "' has no kernel '" + symbol + "' (" +
+    return io::Error("'" + *moduleName + "' has no kernel '" + symbol + "' (" +
                      runtimeError("hipModuleGetFunction", r).message() + ")");
   return Kernel{reinterpret_cast<uint64_t>(function)};
 }
@@ -346,32 +311,15 @@ io::Status HipBackend::launch(Kernel kernel, const LaunchConfig &config,
                               ArrayView<Buffer> buffers,
                               ArrayView<Scalar> scalars, Stream stream) {
   for (size_t i = 0; i < buffers.size(); ++i)
-    if (io::Status live = checkLive(buffers[i], "launch"); !live)
+    if (io::Status live = tables_.checkLive(buffers[i], "launch"); !live)
       return io::Error(live.error().message() + " (buffer argument " +
                        std::to_string(i) + ")");
-  // parameterLayout(): one 64-bit slot per explicit parameter.
-  std::vector<uint64_t> slots(buffers.size() + scalars.size());
-  std::vector<void *> parameters(slots.size());
-  for (size_t i = 0; i < buffers.size(); ++i)
-    slots[i] = buffers[i].address();
-  for (size_t i = 0; i < scalars.size(); ++i) {
-    uint64_t bits = 0;
-    if (scalars[i].kind() == ScalarKind::Int) {
-      int64_t value = scalars[i].asInt();
-      std::memcpy(&bits, &value, sizeof(bits));
-    } else {
-      double value = scalars[i].asFloat();
-      std::memcpy(&bits, &value, sizeof(bits));
-    }
-    slots[buffers.size() + i] = bits;
-  }
-  for (size_t i = 0; i < slots.size(); ++i)
-    parameters[i] = &slots[i];
+  ParameterSlots parameters(buffers, scalars);
   if (int r = hip_->hipModuleLaunchKernel(
           reinterpret_cast<void *>(kernel.handle), config.grid[0],
           config.grid[1], config.grid[2], config.block[0], config.block[1],
           config.block[2], config.sharedMemoryBytes, streamHandle(stream),
-          parameters.empty() ? nullptr : parameters.data(), nullptr))
+          parameters.data(), nullptr))
     return runtimeError("hipModuleLaunchKernel", r);
   return io::success();
 }

@@ -27,6 +27,7 @@
 #define TETRA_RUNTIME_BACKEND_HIPBACKEND_H
 
 #include "runtime/backend/Backend.h"
+#include "runtime/backend/DeviceTables.h"
 
 #include <map>
 #include <memory>
@@ -86,16 +87,13 @@ public:
 private:
   HipBackend() = default;
   io::Error runtimeError(const char *call, int result) const;
-  io::Status checkLive(Buffer buffer, const char *what) const;
 
   std::unique_ptr<HipRuntime> hip_;
   int device_ = 0;
   std::string deviceName_;
   size_t totalMemory_ = 0;
   int runtimeVersion_ = 0;
-  mutable std::mutex mutex_;
-  std::map<DeviceAddress, size_t> allocations_;
-  std::map<uint64_t, std::string> modules_;
+  DeviceTables tables_;
 };
 
 } // namespace tetra::backend

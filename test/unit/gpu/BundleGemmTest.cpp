@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backend/CudaBackend.h"
+#include "runtime/bundle/Bundle.h"
 #include "runtime/io/Json.h"
 #include "runtime/numerics/AxisView.h"
 #include "runtime/numerics/BlockQuantize.h"
@@ -36,21 +37,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 
 using namespace tetra;
 
 namespace {
-
-std::string readText(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 const io::JsonValue &field(const io::JsonValue &object, const char *key) {
   static const io::JsonValue missing;
@@ -165,25 +157,22 @@ protected:
     const char *path = std::getenv("TETRA_GPU_BUNDLE");
     if (!path)
       GTEST_SKIP() << "TETRA_GPU_BUNDLE names no bundle";
-    bundle = path;
     io::Expected<std::unique_ptr<backend::CudaBackend>> created =
         backend::CudaBackend::create();
     if (!created)
       GTEST_SKIP() << "no CUDA device here: " << created.error().message();
     gpu = std::move(*created);
-    io::Expected<io::JsonValue> parsed =
-        io::parseJson(readText(bundle + "/manifest.json"));
-    ASSERT_TRUE(static_cast<bool>(parsed)) << parsed.error().message();
-    manifest = std::move(*parsed);
+    io::Expected<bundle::Bundle> opened = bundle::Bundle::open(path);
+    ASSERT_TRUE(static_cast<bool>(opened)) << opened.error().message();
+    compiled = std::move(*opened);
   }
 
-  std::string bundle;
   std::unique_ptr<backend::CudaBackend> gpu;
-  io::JsonValue manifest;
+  bundle::Bundle compiled;
 };
 
 TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
-  ASSERT_EQ(field(manifest, "target").asString(), "sm_90a");
+  ASSERT_EQ(compiled.target, "sm_90a");
   uint64_t runSeed = std::random_device{}();
   std::printf("inputs drawn with seed %llu\n",
               static_cast<unsigned long long>(runSeed));
@@ -192,10 +181,10 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
               "role", "lhs", "rhs", "rotation (lhs/rhs)", "codes", "scales",
               "max rel", "GEMM");
   int kernels = 0;
-  for (const io::JsonValue &kernel : field(manifest, "kernels").items()) {
+  for (const bundle::Kernel &kernel : compiled.kernels) {
     ++kernels;
-    const std::string name = field(kernel, "name").asString();
-    const io::JsonValue &computes = field(kernel, "computes");
+    const std::string &name = kernel.name;
+    const io::JsonValue &computes = kernel.computes;
     Operand lhs = Operand::parse(field(computes, "lhs"));
     Operand rhs = Operand::parse(field(computes, "rhs"));
     const int64_t m = integer(computes, "m"), n = integer(computes, "n"),
@@ -203,7 +192,9 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
     const bool transposeLhs = field(computes, "transpose_lhs").asBool();
     const bool transposeRhs = field(computes, "transpose_rhs").asBool();
 
-    std::string ptx = readText(bundle + "/" + field(kernel, "code").asString());
+    io::Expected<std::string> code = compiled.code(kernel);
+    ASSERT_TRUE(static_cast<bool>(code)) << code.error().message();
+    const std::string &ptx = *code;
     io::Expected<backend::Module> module =
         gpu->loadModule(backend::CodeObject::binary(
             backend::CodeObjectFormat::Ptx,
@@ -234,31 +225,20 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
         ASSERT_TRUE(static_cast<bool>(gpu->copyToDevice(
             buffers[key], inputs[operand == &rhs].data(), operand->count() * 4)));
       }
-      for (const io::JsonMember &scratch : field(computes, "scratch").members())
-        allocate("scratch:" + scratch.key, scratch.value.asInt64(), 0xAB);
+      for (const auto &[key, bytes] : kernel.scratch)
+        allocate(key, bytes, 0xAB);
       allocate("result:0", m * n * 4, 0xFF); // NaN until written
 
-      for (const io::JsonValue &launch : field(kernel, "launches").items()) {
+      for (const bundle::Launch &launch : kernel.launches) {
         io::Expected<backend::Kernel> function =
-            gpu->getKernel(*module, field(launch, "function").asString());
+            gpu->getKernel(*module, launch.function);
         ASSERT_TRUE(static_cast<bool>(function)) << function.error().message();
-        backend::LaunchConfig config;
-        for (int d = 0; d < 3; ++d) {
-          config.grid[d] = static_cast<uint32_t>(field(launch, "grid").items()[d].asInt64());
-          config.block[d] = static_cast<uint32_t>(field(launch, "block").items()[d].asInt64());
-        }
         std::vector<backend::Buffer> args;
         std::vector<backend::Scalar> scalars;
-        for (const io::JsonValue &argument : field(launch, "arguments").items()) {
-          const std::string &what = argument.asString();
-          if (what == "scalar:seed")
-            scalars.push_back(backend::Scalar::integer(static_cast<int64_t>(seed)));
-          else if (what == "scalar:step")
-            scalars.push_back(backend::Scalar::integer(step));
-          else
-            args.push_back(buffers.at(what));
-        }
-        ASSERT_TRUE(static_cast<bool>(gpu->launch(*function, config, args, scalars)));
+        io::Status bound = launch.bind(buffers, static_cast<int64_t>(seed),
+                                       step, args, scalars);
+        ASSERT_TRUE(static_cast<bool>(bound)) << bound.error().message();
+        ASSERT_TRUE(static_cast<bool>(gpu->launch(*function, launch.config, args, scalars)));
       }
       ASSERT_TRUE(static_cast<bool>(gpu->synchronize()));
 
