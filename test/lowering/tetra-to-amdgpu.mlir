@@ -60,3 +60,10 @@ func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
   }
   return %y : tensor<64x32xf32>
 }
+
+
+// The chip is the pass option; one a conversion does not know is an error.
+// RUN: not tetra-opt %s --split-input-file --convert-tetra-to-amdgpu=chip=gfx942 2>&1 | FileCheck %s --check-prefix=AMDCHIP
+// AMDCHIP: error: convert-tetra-to-amdgpu: chip 'gfx942' is not supported (gfx950)
+// RUN: not tetra-opt %s --split-input-file --convert-tetra-to-nvvm=chip=sm_80 2>&1 | FileCheck %s --check-prefix=NVCHIP
+// NVCHIP: error: convert-tetra-to-nvvm: chip 'sm_80' is not supported (sm_90a)
