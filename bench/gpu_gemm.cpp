@@ -1,8 +1,8 @@
 //===- gpu_gemm.cpp - Time a bundle's GEMM kernels on the GPU -------------===//
 //
 // Times every GEMM kernel of an sm_90a bundle (`tetra compile`) on the GPU:
-// the two operand launches (rotate + quantize) and the MMA launch, each on
-// its own, on random inputs. A benchmark, not a test: correctness is
+// each operand's prologue launches (rotate + quantize; NVFP4 also its amax)
+// and the MMA launch, each launch on its own, on random inputs. A benchmark, not a test: correctness is
 // GpuBundleTests' job (tools/gpu_tests.sh).
 //
 //   tetra-bench-gpu-gemm BUNDLE [--reps N] [--filter TEXT]
@@ -47,6 +47,7 @@ int fail(const std::string &message) {
 } // namespace
 
 int main(int argc, char **argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0); // each row as it is measured
   std::string bundle, filter;
   int reps = 5;
   for (int i = 1; i < argc; ++i) {
@@ -76,8 +77,20 @@ int main(int argc, char **argv) {
   std::printf("%-28s %-6s %-22s %10s %10s %10s %9s %9s\n", "kernel", "role",
               "M x N x K", "lhs ms", "rhs ms", "mma ms", "mma TF/s",
               "all TF/s");
-  std::mt19937 random(1);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
+  // One pool of random inputs (normal, from a fixed seed), drawn once and
+  // reused by every kernel: drawing each operand afresh costs the host more
+  // than all the timed launches together.
+  std::vector<float> pool;
+  auto inputsOf = [&](int64_t count) -> const float * {
+    if (static_cast<int64_t>(pool.size()) < count) {
+      std::mt19937 random(1);
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      pool.resize(count);
+      for (float &x : pool)
+        x = normal(random);
+    }
+    return pool.data();
+  };
   for (const bundle::Kernel &kernel : compiled->kernels) {
     const std::string &name = kernel.name;
     if (!filter.empty() && name.find(filter) == std::string::npos)
@@ -108,12 +121,10 @@ int main(int argc, char **argv) {
       const io::JsonValue &operand = field(computes, side);
       const auto &shape = field(operand, "shape").items();
       int64_t count = shape[0].asInt64() * shape[1].asInt64();
-      std::vector<float> values(count);
-      for (float &x : values)
-        x = normal(random);
+      const float *values = inputsOf(count);
       std::string key = "input:" + std::to_string(field(operand, "input").asInt64());
       if (!allocate(key, count * 4) ||
-          !gpu.copyToDevice(buffers[key], values.data(), count * 4) ||
+          !gpu.copyToDevice(buffers[key], values, count * 4) ||
           !gpu.synchronize())
         return fail("cannot upload " + key + " of " + name);
     }
@@ -123,7 +134,9 @@ int main(int argc, char **argv) {
     if (!allocate("result:0", m * n * 4))
       return fail("out of memory for " + name);
 
-    std::vector<double> medians;
+    // Median milliseconds of the left operand's prologue launches, the
+    // right's, and the GEMM launch.
+    double medians[3] = {0, 0, 0};
     for (const bundle::Launch &launch : kernel.launches) {
       io::Expected<backend::Kernel> function =
           gpu.getKernel(*module, launch.function);
@@ -146,7 +159,11 @@ int main(int argc, char **argv) {
           times.push_back(ms);
       }
       std::sort(times.begin(), times.end());
-      medians.push_back(times[times.size() / 2]);
+      const std::string &launched = launch.function;
+      int slot = launched.find("__lhs") != std::string::npos   ? 0
+                 : launched.find("__rhs") != std::string::npos ? 1
+                                                               : 2;
+      medians[slot] += times[times.size() / 2];
     }
     double flops = 2.0 * m * n * k;
     double all = medians[0] + medians[1] + medians[2];

@@ -151,9 +151,11 @@ std::vector<AmdgpuResources> tetra::amdgpuResources(StringRef assembly) {
     size_t bodyEnd = text.find(".Lfunc_end", bodyBegin);
     if (bodyBegin != std::string::npos) {
       std::string body = text.substr(bodyBegin, bodyEnd - bodyBegin);
-      for (size_t at = body.find("v_mfma_scale"); at != std::string::npos;
-           at = body.find("v_mfma_scale", at + 1))
-        ++kernel.scaledMfmas;
+      for (size_t at = body.find("v_mfma_"); at != std::string::npos;
+           at = body.find("v_mfma_", at + 1)) {
+        ++kernel.mfmas;
+        kernel.scaledMfmas += body.compare(at, 12, "v_mfma_scale") == 0;
+      }
     }
     // The metadata's entry for this function: its .args up to its .name.
     size_t metadata = text.find("amdhsa.kernels:");

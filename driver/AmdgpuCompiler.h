@@ -32,7 +32,9 @@ struct AmdgpuResources {
   std::string function;
   int64_t vgprs = 0, agprs = 0, sgprs = 0;
   int64_t ldsBytes = 0, scratchBytes = 0;
-  int64_t scaledMfmas = 0; ///< v_mfma_scale_* instructions in the function.
+  /// v_mfma_* instructions in the function (the GEMM launch's K loop is
+  /// not unrolled: its MFMAs per staged step), and of those v_mfma_scale_*.
+  int64_t mfmas = 0, scaledMfmas = 0;
   /// Waves per SIMD the registers allow (512 unified VGPR/AGPR slots per
   /// lane, in granules of 8; at most 8).
   int64_t occupancy = 0;

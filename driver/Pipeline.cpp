@@ -51,12 +51,14 @@ void tetra::buildPipeline(mlir::OpPassManager &pm,
     case Target::Sm90a: {
       ConvertTetraToNVVMOptions nvvm;
       nvvm.chip = targetName(options.target);
+      nvvm.blockTile = options.blockTile;
       pm.addPass(createConvertTetraToNVVM(nvvm));
       break;
     }
     case Target::Gfx950: {
       ConvertTetraToAMDGPUOptions amdgpu;
       amdgpu.chip = targetName(options.target);
+      amdgpu.blockTile = options.blockTile;
       pm.addPass(createConvertTetraToAMDGPU(amdgpu));
       break;
     }

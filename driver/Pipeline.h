@@ -33,6 +33,8 @@ const char *stageName(PipelineStage stage);
 
 struct PipelineOptions {
   Target target = Target::Cpu;
+  /// GPU targets: the largest side of a GEMM block's result tile.
+  int64_t blockTile = 128;
   /// The training step's AdamW and clipping (the run file's optimizer).
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1;
   double clip = 1.0; ///< 0 disables clipping.

@@ -5,6 +5,7 @@
 #include "lowering/NumericsOf.h"
 #include "runtime/numerics/Hadamard.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 using namespace mlir;
@@ -12,8 +13,11 @@ using namespace tetra;
 using namespace tetra::conversion;
 
 namespace {
-/// Threads per block of the operand launches.
-constexpr int64_t kQuantizeThreads = 128;
+/// Threads per block of the prologue launches.
+constexpr int64_t kPrologueThreads = 128;
+/// Padding of a staged tile's K-major rows: with it, the matrix
+/// instructions' reads of a warp fall into distinct shared-memory banks.
+constexpr int64_t kRowPadding = 16;
 } // namespace
 
 InFlightDiagnostic GemmKernelLowering::refuse(const Twine &why) {
@@ -22,35 +26,70 @@ InFlightDiagnostic GemmKernelLowering::refuse(const Twine &why) {
                             << why;
 }
 
-
-
 std::string tetra::conversion::gemmName(KernelOp kernel) {
   if (auto named = dyn_cast<NameLoc>(kernel.getLoc()))
     return named.getName().str();
   return kernel.getKernelName().str();
 }
 
-FailureOr<OperandPlan> GemmKernelLowering::planOperand(Value codes, Value scales,
-                                                 OperandQuantAttr quant,
-                                                 StringRef which) {
-  OperandPlan plan;
+MemRefType tetra::conversion::flat(int64_t count, Type element) {
+  return MemRefType::get({count}, element);
+}
+
+//===----------------------------------------------------------------------===//
+// What the plan accepts
+//===----------------------------------------------------------------------===//
+
+FailureOr<OperandPlan>
+GemmKernelLowering::planOperand(Value operand, Value scales,
+                                OperandQuantAttr quant, StringRef which) {
+  OperandPlan plan(operand.getLoc());
   plan.quant = quant;
+  plan.side = which == "the left operand" ? "lhs" : "rhs";
   ElementFormat format = quant.getFormat();
-  if (format != ElementFormat::E2M1 && format != ElementFormat::E4M3 &&
-      format != ElementFormat::E5M2)
-    return refuse(Twine(which) + " is " + stringifyElementFormat(format) +
-                  "; this target runs block-scaled FP4/FP8 operands only");
-  if (!quant.getBlockScale() ||
-      quant.getBlockScale().getScaleFormat() != ScaleFormat::E8M0 ||
-      quant.getBlockSize() != 32)
+  Value input;
+  if (format == ElementFormat::BF16) {
+    // tetra.materialize-quantization's round trip: extf(truncf(x)).
+    auto extend = operand.getDefiningOp<arith::ExtFOp>();
+    auto truncate =
+        extend ? extend.getIn().getDefiningOp<arith::TruncFOp>() : nullptr;
+    if (!truncate)
+      return refuse(Twine(which) + " is not rounded to bf16 in the kernel");
+    if (quant.getRounding() != Rounding::NearestEven)
+      return refuse(Twine(which) +
+                    " rounds to bf16 other than to nearest even");
+    plan.kind = OperandKind::BF16;
+    plan.loc = truncate.getLoc();
+    plan.axis = which == "the left operand" ? matmul.getLhsReductionDim()
+                                            : matmul.getRhsReductionDim();
+    input = truncate.getIn();
+  } else if (format == ElementFormat::F32) {
     return refuse(Twine(which) +
-                  " needs E8M0 scales on blocks of 32 (MX); NVFP4 and other "
-                  "block sizes are not implemented for this target");
-  plan.quantize = codes.getDefiningOp<QuantizeOp>();
-  if (!plan.quantize || plan.quantize.getScales() != scales)
-    return refuse(Twine(which) + "'s codes are not quantized in the kernel");
-  plan.axis = plan.quantize.getAxis();
-  Value input = plan.quantize.getInput();
+                  " is f32, which this target's tensor cores do not "
+                  "multiply exactly; use bf16 or a block format");
+  } else {
+    BlockScaleAttr blockScale = quant.getBlockScale();
+    if (blockScale && blockScale.getScaleFormat() == ScaleFormat::E8M0 &&
+        quant.getBlockSize() == 32 &&
+        (format == ElementFormat::E2M1 || format == ElementFormat::E4M3 ||
+         format == ElementFormat::E5M2))
+      plan.kind = OperandKind::MX;
+    else if (blockScale && blockScale.getScaleFormat() == ScaleFormat::E4M3 &&
+             quant.getBlockSize() == 16 && format == ElementFormat::E2M1)
+      plan.kind = OperandKind::NVFP4;
+    else
+      return refuse(Twine(which) + " is " + stringifyElementFormat(format) +
+                    " on blocks of " + std::to_string(quant.getBlockSize()) +
+                    "; GPU targets run MX (E8M0 scales on blocks of 32), "
+                    "NVFP4 (E2M1, E4M3 scales on blocks of 16) and bf16");
+    auto quantize = operand.getDefiningOp<QuantizeOp>();
+    if (!quantize || quantize.getScales() != scales)
+      return refuse(Twine(which) + "'s codes are not quantized in the kernel");
+    plan.loc = quantize.getLoc();
+    plan.axis = quantize.getAxis();
+    plan.tensorId = static_cast<uint32_t>(quantize.getTensorId());
+    input = quantize.getInput();
+  }
   plan.rotation = RotationAttr::getNone(kernel.getContext());
   if (auto rotate = input.getDefiningOp<RotateOp>()) {
     if (rotate.getInverse() ||
@@ -71,18 +110,23 @@ FailureOr<OperandPlan> GemmKernelLowering::planOperand(Value codes, Value scales
   return plan;
 }
 
-void GemmKernelLowering::setLaunch(gpu::GPUFuncOp func, ArrayRef<int64_t> grid,
-                             ArrayRef<int64_t> block,
-                             ArrayRef<std::string> arguments) {
-  Builder b(func.getContext());
-  SmallVector<Attribute> names;
-  for (const std::string &name : arguments)
-    names.push_back(b.getStringAttr(name));
-  func->setAttr("tetra.launch",
-                b.getDictionaryAttr(
-                    {b.getNamedAttr("grid", b.getDenseI64ArrayAttr(grid)),
-                     b.getNamedAttr("block", b.getDenseI64ArrayAttr(block)),
-                     b.getNamedAttr("arguments", b.getArrayAttr(names))}));
+GemmTiling GemmKernelLowering::chooseTiling() const {
+  GemmTiling t;
+  auto largest = [](int64_t extent, std::initializer_list<int64_t> sizes,
+                    int64_t limit = 128) {
+    for (int64_t size : sizes)
+      if (size <= limit && extent % size == 0)
+        return size;
+    return int64_t{0};
+  };
+  t.blockM = largest(m, {128, 64, 32}, blockTile);
+  t.blockN = largest(n, {128, 64, 32}, blockTile);
+  const bool bf16 = lhs.kind == OperandKind::BF16;
+  // bf16 tiles are twice the bytes: half the K keeps them in 48 KB.
+  t.stepK = bf16 ? largest(k, {64, 32}) : largest(k, {128, 64, 32});
+  t.chunk = bf16 ? k : std::min(lhs.block(), rhs.block());
+  t.pitch = t.stepK * lhs.elementBytes() + kRowPadding;
+  return t;
 }
 
 LogicalResult GemmKernelLowering::lower(ModuleOp module) {
@@ -105,38 +149,59 @@ LogicalResult GemmKernelLowering::lower(ModuleOp module) {
     return failure();
   lhs = *left;
   rhs = *right;
+  if (lhs.scaled() != rhs.scaled())
+    return refuse("it multiplies a bf16 operand with a block-scaled one; GPU "
+                  "targets run both operands block-scaled or both bf16");
+  if (failed(checkTarget()))
+    return failure();
+  if (blockTile != 32 && blockTile != 64 && blockTile != 128)
+    return refuse("block-tile must be 32, 64 or 128, not " +
+                  std::to_string(blockTile));
   auto resultType = cast<RankedTensorType>(matmul.getResult().getType());
   m = resultType.getDimSize(0);
   n = resultType.getDimSize(1);
   k = lhs.type.getDimSize(matmul.getLhsReductionDim());
-  if (m % tile[0] != 0 || n % tile[1] != 0 || k % tile[2] != 0)
+  if (m % 32 != 0 || n % 32 != 0 || k % 32 != 0)
     return refuse("its shape " + std::to_string(m) + " x " +
                   std::to_string(n) + " x " + std::to_string(k) +
-                  " is not a multiple of the " + std::to_string(tile[0]) +
-                  " x " + std::to_string(tile[1]) + " x " +
-                  std::to_string(tile[2]) + " MMA tile");
+                  " is not a multiple of the 32 x 32 x 32 warp tile");
   for (const OperandPlan *operand : {&lhs, &rhs}) {
     int64_t extent = operand->type.getDimSize(operand->axis);
-    int64_t segment =
-        std::max<int64_t>(32, operand->rotation.isNone()
-                                  ? 32
-                                  : operand->rotation.getBlockSize());
-    if (extent % segment != 0)
+    if (!operand->rotation.isNone() &&
+        extent % operand->rotation.getBlockSize() != 0)
       return refuse("a rotation block does not divide K");
   }
+  tiling = chooseTiling();
   OpBuilder builder(module.getContext());
   builder.setInsertionPointToEnd(module.getBody());
   auto gpuModule = gpu::GPUModuleOp::create(builder, kernel.getLoc(),
                                             kernel.getKernelName());
   gpuModule->setAttr("tetra.gemm", describe(builder));
   OpBuilder inner = OpBuilder::atBlockBegin(gpuModule.getBody());
-  buildQuantize(inner, lhs, "lhs");
-  buildQuantize(inner, rhs, "rhs");
+  buildPrologue(inner, lhs);
+  buildPrologue(inner, rhs);
   buildGemm(inner);
   return success();
 }
 
-DictionaryAttr GemmKernelLowering::describeOperand(Builder &b, OperandPlan operand) {
+//===----------------------------------------------------------------------===//
+// The description (the bundle's manifest)
+//===----------------------------------------------------------------------===//
+
+static StringRef kindName(OperandKind kind) {
+  switch (kind) {
+  case OperandKind::MX:
+    return "mx";
+  case OperandKind::NVFP4:
+    return "nvfp4";
+  case OperandKind::BF16:
+    return "bf16";
+  }
+  return "";
+}
+
+DictionaryAttr GemmKernelLowering::describeOperand(Builder &b,
+                                                   const OperandPlan &operand) {
   OperandQuantAttr quant = operand.quant;
   RotationAttr rotation = operand.rotation;
   SmallVector<NamedAttribute> rotationFields = {
@@ -154,27 +219,55 @@ DictionaryAttr GemmKernelLowering::describeOperand(Builder &b, OperandPlan opera
     rotationFields.push_back(b.getNamedAttr(
         "seed", b.getI64IntegerAttr(static_cast<int64_t>(rotation.getSeed()))));
   }
+  StringRef scale = operand.kind == OperandKind::MX      ? "e8m0"
+                    : operand.kind == OperandKind::NVFP4 ? "e4m3"
+                                                         : "none";
+  StringRef rule = operand.kind == OperandKind::MX
+                       ? stringifyScaleRule(quant.getBlockScale().getRule())
+                       : StringRef("none");
   return b.getDictionaryAttr({
       b.getNamedAttr("input", b.getI64IntegerAttr(operand.input)),
       b.getNamedAttr("shape", b.getDenseI64ArrayAttr(operand.type.getShape())),
       b.getNamedAttr("axis", b.getI64IntegerAttr(operand.axis)),
+      b.getNamedAttr("kind", b.getStringAttr(kindName(operand.kind))),
       b.getNamedAttr("format", b.getStringAttr(stringifyElementFormat(
                                    quant.getFormat()))),
-      b.getNamedAttr("block", b.getI64IntegerAttr(quant.getBlockSize())),
-      b.getNamedAttr("scale", b.getStringAttr("e8m0")),
-      b.getNamedAttr("rule", b.getStringAttr(stringifyScaleRule(
-                                 quant.getBlockScale().getRule()))),
+      b.getNamedAttr("block", b.getI64IntegerAttr(operand.block())),
+      b.getNamedAttr("scale", b.getStringAttr(scale)),
+      b.getNamedAttr("rule", b.getStringAttr(rule)),
       b.getNamedAttr("rounding",
                      b.getStringAttr(stringifyRounding(quant.getRounding()))),
       b.getNamedAttr("tensor_id",
-                     b.getI64IntegerAttr(static_cast<int64_t>(
-                         operand.quantize.getTensorId()))),
+                     b.getI64IntegerAttr(static_cast<int64_t>(operand.tensorId))),
       b.getNamedAttr("rotation", b.getDictionaryAttr(rotationFields)),
   });
 }
 
 DictionaryAttr GemmKernelLowering::describe(Builder &b) {
-  int64_t lhsCount = m * k, rhsCount = k * n;
+  SmallVector<NamedAttribute> scratch;
+  for (const OperandPlan *operand : {&lhs, &rhs}) {
+    auto add = [&](StringRef what, int64_t bytes) {
+      scratch.push_back(b.getNamedAttr(operand->side + "." + what.str(),
+                                       b.getI64IntegerAttr(bytes)));
+    };
+    add("codes", operand->count() * operand->elementBytes());
+    if (operand->scaled())
+      add("scales", operand->count() / operand->block());
+    if (operand->kind == OperandKind::NVFP4) {
+      add("amax", 4);
+      add("tensor_scale", 4);
+    }
+  }
+  DictionaryAttr plan = b.getDictionaryAttr({
+      b.getNamedAttr("block_tile",
+                     b.getDenseI64ArrayAttr({tiling.blockM, tiling.blockN})),
+      b.getNamedAttr("warp_tile", b.getDenseI64ArrayAttr(
+                                      {GemmTiling::warpM, GemmTiling::warpN})),
+      b.getNamedAttr("step_k", b.getI64IntegerAttr(tiling.stepK)),
+      b.getNamedAttr("chunk", b.getI64IntegerAttr(tiling.chunk)),
+      b.getNamedAttr("staged_bytes", b.getI64IntegerAttr(stagedBytes())),
+      b.getNamedAttr("instruction", b.getStringAttr(instruction())),
+  });
   return b.getDictionaryAttr({
       b.getNamedAttr("gemm", b.getStringAttr(gemmName(kernel))),
       b.getNamedAttr("role", b.getStringAttr(matmul.getRole()
@@ -187,32 +280,75 @@ DictionaryAttr GemmKernelLowering::describe(Builder &b) {
       b.getNamedAttr("transpose_rhs", b.getBoolAttr(matmul.getTransposeRhs())),
       b.getNamedAttr("lhs", describeOperand(b, lhs)),
       b.getNamedAttr("rhs", describeOperand(b, rhs)),
-      b.getNamedAttr(
-          "scratch",
-          b.getDictionaryAttr(
-              {b.getNamedAttr("lhs.codes", b.getI64IntegerAttr(lhsCount)),
-               b.getNamedAttr("lhs.scales", b.getI64IntegerAttr(lhsCount / 32)),
-               b.getNamedAttr("rhs.codes", b.getI64IntegerAttr(rhsCount)),
-               b.getNamedAttr("rhs.scales",
-                              b.getI64IntegerAttr(rhsCount / 32))})),
+      b.getNamedAttr("plan", plan),
+      b.getNamedAttr("scratch", b.getDictionaryAttr(scratch)),
   });
 }
 
-MemRefType tetra::conversion::flat(int64_t count, Type element) {
-  return MemRefType::get({count}, element);
+//===----------------------------------------------------------------------===//
+// The prologue: rotation and quantization, one thread per segment along K
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A launch's function with its launch contract (`tetra.launch`) recorded
+/// for the bundle's manifest.
+gpu::GPUFuncOp createLaunch(OpBuilder &moduleBuilder, Location loc,
+                            const std::string &name,
+                            ArrayRef<std::pair<std::string, Type>> arguments,
+                            ArrayRef<int64_t> grid, ArrayRef<int64_t> block) {
+  SmallVector<Type> types;
+  SmallVector<Attribute> names;
+  for (const auto &[argument, type] : arguments) {
+    types.push_back(type);
+    names.push_back(moduleBuilder.getStringAttr(argument));
+  }
+  auto func = gpu::GPUFuncOp::create(
+      moduleBuilder, loc, name,
+      FunctionType::get(moduleBuilder.getContext(), types, {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                moduleBuilder.getUnitAttr());
+  // The block size, for the backends' register allocation (reqntid,
+  // amdgpu-flat-work-group-size).
+  func->setAttr(func.getKnownBlockSizeAttrName(),
+                moduleBuilder.getDenseI32ArrayAttr(
+                    {static_cast<int32_t>(block[0]),
+                     static_cast<int32_t>(block[1]),
+                     static_cast<int32_t>(block[2])}));
+  func->setAttr(
+      "tetra.launch",
+      moduleBuilder.getDictionaryAttr(
+          {moduleBuilder.getNamedAttr("grid",
+                                      moduleBuilder.getDenseI64ArrayAttr(grid)),
+           moduleBuilder.getNamedAttr(
+               "block", moduleBuilder.getDenseI64ArrayAttr(block)),
+           moduleBuilder.getNamedAttr("arguments",
+                                      moduleBuilder.getArrayAttr(names))}));
+  return func;
 }
 
-void GemmKernelLowering::buildQuantize(OpBuilder &moduleBuilder,
-                                 OperandPlan operand, StringRef suffix) {
-  MLIRContext *context = kernel.getContext();
-  Type f32 = Float32Type::get(context), i8 = IntegerType::get(context, 8),
-       i64 = IntegerType::get(context, 64);
+/// One thread's segment of an operand along K (the larger of the scale
+/// block and the rotation block): where its elements lie, and their
+/// values after the rotation.
+struct Segment {
+  Value o, seg, i; ///< outer index, segment along the axis, inner index
+  int64_t length = 0, extent = 0, innerSize = 0;
+  function_ref<Value(Value)> indexOf; ///< flat index of element j
+  function_ref<Value(Value)> value;   ///< element j, rotated
+};
+
+/// Builds `func`'s body: a thread per segment of `operand` (its input is
+/// argument 0, the seed and step the last two), the rotation in private
+/// buffers, then `body` for each thread in range.
+void buildSegmentThreads(gpu::GPUFuncOp func, const OperandPlan &operand,
+                         int64_t block,
+                         function_ref<void(QuantizationEmitter &, Segment &)> body) {
+  MLIRContext *context = func.getContext();
+  Type f32 = Float32Type::get(context);
   ArrayRef<int64_t> shape = operand.type.getShape();
-  int64_t count = shape[0] * shape[1];
-  const int64_t block = 32;
-  int64_t extent = shape[operand.axis];
-  int64_t outer = operand.axis == 0 ? 1 : shape[0];
-  int64_t innerSize = operand.axis == 0 ? shape[1] : 1;
+  const int64_t extent = shape[operand.axis];
+  const int64_t outer = operand.axis == 0 ? 1 : shape[0];
+  const int64_t innerSize = operand.axis == 0 ? shape[1] : 1;
   const bool rotated = !operand.rotation.isNone();
   const int64_t rotationBlock =
       rotated ? operand.rotation.getBlockSize() : block;
@@ -220,33 +356,17 @@ void GemmKernelLowering::buildQuantize(OpBuilder &moduleBuilder,
   const int64_t segments = extent / segment;
   const int64_t threads = outer * segments * innerSize;
 
-  auto type = FunctionType::get(
-      context, {flat(count, f32), flat(count, i8), flat(count / block, i8), i64, i64},
-      {});
-  auto func = gpu::GPUFuncOp::create(
-      moduleBuilder, operand.quantize.getLoc(),
-      (kernel.getKernelName() + "__" + suffix).str(), type);
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                moduleBuilder.getUnitAttr());
-  setLaunch(func, {(threads + kQuantizeThreads - 1) / kQuantizeThreads, 1, 1},
-            {kQuantizeThreads, 1, 1},
-            {"input:" + std::to_string(operand.input),
-             ("scratch:" + suffix + ".codes").str(),
-             ("scratch:" + suffix + ".scales").str(), "scalar:seed",
-             "scalar:step"});
-
   Block &entry = func.getBody().front();
-  ImplicitLocOpBuilder b(operand.quantize.getLoc(), context);
+  ImplicitLocOpBuilder b(operand.loc, context);
   b.setInsertionPointToStart(&entry);
   QuantizationEmitter e(b);
-  Value input = entry.getArgument(0), codes = entry.getArgument(1),
-        scales = entry.getArgument(2);
-  Value seed = entry.getArgument(3);
-  Value step32 = e.trunc(entry.getArgument(4), e.i32());
+  Value input = entry.getArgument(0);
+  Value step32 =
+      e.trunc(entry.getArgument(entry.getNumArguments() - 1), e.i32());
 
   Value thread = e.addIndex(
       e.mulIndex(gpu::BlockIdOp::create(b, gpu::Dimension::x),
-                 e.cIndex(kQuantizeThreads)),
+                 e.cIndex(kPrologueThreads)),
       gpu::ThreadIdOp::create(b, gpu::Dimension::x));
   Value inRange = arith::CmpIOp::create(b, CmpIPredicate::ult, thread,
                                         e.cIndex(threads));
@@ -270,16 +390,21 @@ void GemmKernelLowering::buildQuantize(OpBuilder &moduleBuilder,
   auto guard = scf::IfOp::create(b, inRange, /*withElseRegion=*/false);
   b.setInsertionPointToStart(&guard.getThenRegion().front());
 
-  Value i = arith::RemUIOp::create(b, thread, e.cIndex(innerSize));
+  Segment s;
+  s.length = segment;
+  s.extent = extent;
+  s.innerSize = innerSize;
+  s.i = arith::RemUIOp::create(b, thread, e.cIndex(innerSize));
   Value rest = e.divIndex(thread, innerSize);
-  Value seg = arith::RemUIOp::create(b, rest, e.cIndex(segments));
-  Value o = e.divIndex(rest, segments);
-  Value first = e.mulIndex(seg, e.cIndex(segment));
+  s.seg = arith::RemUIOp::create(b, rest, e.cIndex(segments));
+  s.o = e.divIndex(rest, segments);
+  Value first = e.mulIndex(s.seg, e.cIndex(segment));
   auto indexOf = [&](Value j) {
     Value row =
-        e.addIndex(e.mulIndex(o, e.cIndex(extent)), e.addIndex(first, j));
-    return e.addIndex(e.mulIndex(row, e.cIndex(innerSize)), i);
+        e.addIndex(e.mulIndex(s.o, e.cIndex(extent)), e.addIndex(first, j));
+    return e.addIndex(e.mulIndex(row, e.cIndex(innerSize)), s.i);
   };
+  s.indexOf = indexOf;
 
   // The rotated segment, in a local buffer (signs and butterflies per
   // rotation block, then 1/sqrt(B)).
@@ -296,108 +421,606 @@ void GemmKernelLowering::buildQuantize(OpBuilder &moduleBuilder,
     for (int64_t r = 0; r < segment / rotationBlock; ++r) {
       Value base = e.cIndex(r * rotationBlock);
       e.loop(e.cIndex(0), e.cIndex(rotationBlock), [&](Value j) {
-        Value x = memref::LoadOp::create(b, input,
-                                         ValueRange{indexOf(e.addIndex(base, j))});
+        Value x = memref::LoadOp::create(
+            b, input, ValueRange{indexOf(e.addIndex(base, j))});
         if (signs)
           x = e.mulf(x, memref::LoadOp::create(b, signs, j));
         memref::StoreOp::create(b, x, work, j);
       });
       e.hadamardButterflies(work, rotationBlock);
       e.loop(e.cIndex(0), e.cIndex(rotationBlock), [&](Value j) {
-        Value x = e.mulf(memref::LoadOp::create(b, work, j), e.cF32(inverseSqrt));
+        Value x =
+            e.mulf(memref::LoadOp::create(b, work, j), e.cF32(inverseSqrt));
         memref::StoreOp::create(b, x, rotatedValues, e.addIndex(base, j));
       });
     }
   }
-
-  const FormatConstants element =
-      constantsOf(numericsOf(operand.quant.getFormat()));
-  const int64_t blocksAlong = extent / block;
-  Value tensorId =
-      e.c32(static_cast<uint32_t>(operand.quantize.getTensorId()));
-  for (int64_t q = 0; q < segment / block; ++q) {
-    Value base = e.cIndex(q * block);
-    Value blockIndex =
-        e.addIndex(e.mulIndex(seg, e.cIndex(segment / block)), e.cIndex(q));
-    Value scaleIndex = e.addIndex(
-        e.mulIndex(e.addIndex(e.mulIndex(o, e.cIndex(blocksAlong)), blockIndex),
-                   e.cIndex(innerSize)),
-        i);
-    auto load = [&](Value j) -> Value {
-      Value at = e.addIndex(base, j);
-      if (rotated)
-        return memref::LoadOp::create(b, rotatedValues, at);
-      return memref::LoadOp::create(b, input, ValueRange{indexOf(at)});
-    };
-    auto bitsAt = [&](Value j) -> Value {
-      return e.randomBits(seed, step32, tensorId,
-                          e.toI64(indexOf(e.addIndex(base, j))));
-    };
-    auto storeCode = [&](Value j, Value code) {
-      memref::StoreOp::create(b, e.trunc(code, i8), codes,
-                              ValueRange{indexOf(e.addIndex(base, j))});
-    };
-    auto storeScale = [&](Value code) {
-      memref::StoreOp::create(b, e.trunc(code, i8), scales,
-                              ValueRange{scaleIndex});
-    };
-    e.quantizeMXBlock(block, element, operand.quant.getBlockScale().getRule(),
-                      operand.quant.getRounding(), load, bitsAt, storeCode,
-                      storeScale);
-  }
+  auto value = [&](Value j) -> Value {
+    if (rotated)
+      return memref::LoadOp::create(b, rotatedValues, j);
+    return memref::LoadOp::create(b, input, ValueRange{indexOf(j)});
+  };
+  s.value = value;
+  body(e, s);
   b.setInsertionPointToEnd(&entry);
   gpu::ReturnOp::create(b);
 }
 
-gpu::GPUFuncOp
-GemmKernelLowering::createGemmFunction(OpBuilder &moduleBuilder,
-                                       ArrayRef<int64_t> grid,
-                                       ArrayRef<int64_t> block) {
+} // namespace
+
+void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
+                                       const OperandPlan &operand) {
   MLIRContext *context = kernel.getContext();
-  Type f32 = Float32Type::get(context), i8 = IntegerType::get(context, 8);
-  const int64_t chunks = k / 32;
-  auto type = FunctionType::get(context,
-                                {flat(m * k, i8), flat(m * chunks, i8),
-                                 flat(k * n, i8), flat(n * chunks, i8),
-                                 flat(m * n, f32)},
-                                {});
-  auto func = gpu::GPUFuncOp::create(moduleBuilder, matmul.getLoc(),
-                                     (kernel.getKernelName() + "__gemm").str(),
-                                     type);
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                moduleBuilder.getUnitAttr());
-  setLaunch(func, grid, block,
-            {"scratch:lhs.codes", "scratch:lhs.scales", "scratch:rhs.codes",
-             "scratch:rhs.scales", "result:0"});
-  return func;
+  Type f32 = Float32Type::get(context), i8 = IntegerType::get(context, 8),
+       i16 = IntegerType::get(context, 16), i32 = IntegerType::get(context, 32),
+       i64 = IntegerType::get(context, 64);
+  const std::string name = (kernel.getKernelName() + "__" + operand.side).str();
+  const std::string scratch = "scratch:" + operand.side;
+  const int64_t count = operand.count();
+  const int64_t block = operand.scaled() ? operand.block() : 32;
+  const int64_t extent = operand.type.getDimSize(operand.axis);
+  const int64_t segment = std::max(
+      block, operand.rotation.isNone() ? block
+                                       : operand.rotation.getBlockSize());
+  const int64_t threads = count / segment;
+  const SmallVector<int64_t> grid = {
+      (threads + kPrologueThreads - 1) / kPrologueThreads, 1, 1};
+  const SmallVector<int64_t> threadBlock = {kPrologueThreads, 1, 1};
+  const std::pair<std::string, Type> input = {
+      "input:" + std::to_string(operand.input), flat(count, f32)};
+  const std::pair<std::string, Type> seed = {"scalar:seed", i64},
+                                     step = {"scalar:step", i64};
+  // Element j's stochastic-rounding bits, j counted from `base` in the
+  // segment (the launch's seed and step are its last two arguments).
+  auto randomBitsAt = [&](QuantizationEmitter &e, Segment &s,
+                          gpu::GPUFuncOp func, Value base) {
+    Value seedValue = func.getArgument(func.getNumArguments() - 2);
+    Value step32 =
+        e.trunc(func.getArgument(func.getNumArguments() - 1), e.i32());
+    Value id = e.c32(static_cast<uint32_t>(operand.tensorId));
+    return [&e, &s, seedValue, step32, id, base](Value j) -> Value {
+      return e.randomBits(seedValue, step32, id,
+                          e.toI64(s.indexOf(e.addIndex(base, j))));
+    };
+  };
+
+  switch (operand.kind) {
+  case OperandKind::BF16: {
+    gpu::GPUFuncOp func = createLaunch(
+        moduleBuilder, operand.loc, name,
+        {input, {scratch + ".codes", flat(count, i16)}, seed, step}, grid,
+        threadBlock);
+    const FormatConstants bf16 = constantsOf(numerics::ElementFormat::BF16);
+    buildSegmentThreads(func, operand, block, [&](QuantizationEmitter &e,
+                                                  Segment &s) {
+      Value codes = func.getArgument(1);
+      e.loop(e.cIndex(0), e.cIndex(s.length), [&](Value j) {
+        Value code = e.encode(s.value(j), e.c32(0), bf16,
+                              Rounding::NearestEven, e.c32(0));
+        memref::StoreOp::create(e.b, e.trunc(code, e.i16()), codes,
+                                ValueRange{s.indexOf(j)});
+      });
+    });
+    return;
+  }
+  case OperandKind::MX: {
+    gpu::GPUFuncOp func = createLaunch(
+        moduleBuilder, operand.loc, name,
+        {input,
+         {scratch + ".codes", flat(count, i8)},
+         {scratch + ".scales", flat(count / block, i8)},
+         seed,
+         step},
+        grid, threadBlock);
+    const FormatConstants element =
+        constantsOf(numericsOf(operand.quant.getFormat()));
+    buildSegmentThreads(func, operand, block, [&](QuantizationEmitter &e,
+                                                  Segment &s) {
+      Value codes = func.getArgument(1), scales = func.getArgument(2);
+      const int64_t blocksAlong = extent / block;
+      for (int64_t q = 0; q < segment / block; ++q) {
+        Value base = e.cIndex(q * block);
+        Value blockIndex = e.addIndex(
+            e.mulIndex(s.seg, e.cIndex(segment / block)), e.cIndex(q));
+        Value scaleIndex = e.addIndex(
+            e.mulIndex(e.addIndex(e.mulIndex(s.o, e.cIndex(blocksAlong)),
+                                  blockIndex),
+                       e.cIndex(s.innerSize)),
+            s.i);
+        auto bits = randomBitsAt(e, s, func, base);
+        e.quantizeMXBlock(
+            block, element, operand.quant.getBlockScale().getRule(),
+            operand.quant.getRounding(),
+            [&](Value j) { return s.value(e.addIndex(base, j)); }, bits,
+            [&](Value j, Value code) {
+              memref::StoreOp::create(
+                  e.b, e.trunc(code, e.i8()), codes,
+                  ValueRange{s.indexOf(e.addIndex(base, j))});
+            },
+            [&](Value code) {
+              memref::StoreOp::create(e.b, e.trunc(code, e.i8()), scales,
+                                      ValueRange{scaleIndex});
+            });
+      }
+    });
+    return;
+  }
+  case OperandKind::NVFP4: {
+    // The tensor's amax over the rotated values: cleared, then an atomic
+    // maximum of the finite magnitudes' bits (order-independent).
+    const std::pair<std::string, Type> amax = {scratch + ".amax",
+                                               flat(1, i32)};
+    gpu::GPUFuncOp clear = createLaunch(moduleBuilder, operand.loc,
+                                        name + "_amax_clear", {amax}, {1, 1, 1},
+                                        {1, 1, 1});
+    {
+      ImplicitLocOpBuilder b(operand.loc, context);
+      b.setInsertionPointToStart(&clear.getBody().front());
+      QuantizationEmitter e(b);
+      memref::StoreOp::create(b, e.c32(0), clear.getArgument(0),
+                              ValueRange{e.cIndex(0)});
+      gpu::ReturnOp::create(b);
+    }
+    gpu::GPUFuncOp amaxLaunch =
+        createLaunch(moduleBuilder, operand.loc, name + "_amax",
+                     {input, amax, seed, step}, grid, threadBlock);
+    buildSegmentThreads(amaxLaunch, operand, block,
+                        [&](QuantizationEmitter &e, Segment &s) {
+                          Value top = e.loop(
+                              e.cIndex(0), e.cIndex(s.length),
+                              ValueRange{e.c32(0)},
+                              [&](Value j, ValueRange carried)
+                                  -> SmallVector<Value> {
+                                auto [magnitude, finite] =
+                                    e.magnitudeOf(s.value(j));
+                                return {e.select(
+                                    finite, e.maxui(carried[0], magnitude),
+                                    carried[0])};
+                              })[0];
+                          memref::AtomicRMWOp::create(
+                              e.b, arith::AtomicRMWKind::maxu, top,
+                              amaxLaunch.getArgument(1),
+                              ValueRange{e.cIndex(0)});
+                        });
+    gpu::GPUFuncOp func = createLaunch(
+        moduleBuilder, operand.loc, name,
+        {input,
+         amax,
+         {scratch + ".codes", flat(count, i8)},
+         {scratch + ".scales", flat(count / block, i8)},
+         {scratch + ".tensor_scale", flat(1, f32)},
+         seed,
+         step},
+        grid, threadBlock);
+    const FormatConstants element = constantsOf(numerics::ElementFormat::E2M1);
+    buildSegmentThreads(func, operand, block, [&](QuantizationEmitter &e,
+                                                  Segment &s) {
+      Value codes = func.getArgument(2), scales = func.getArgument(3);
+      // numerics::nvfp4TensorScale: amax / (448 * 6), or 1 when that is 0.
+      Value amaxValue = e.bitcast(
+          memref::LoadOp::create(e.b, func.getArgument(1),
+                                 ValueRange{e.cIndex(0)}),
+          e.f32());
+      Value quotient =
+          e.divf(amaxValue, e.cF32(448.0f * static_cast<float>(
+                                                element.maxFinite)));
+      Value tensorScale =
+          e.select(e.cmpf(CmpFPredicate::OEQ, quotient, e.cF32(0.0f)),
+                   e.cF32(1.0f), quotient);
+      Value first = arith::CmpIOp::create(
+          e.b, CmpIPredicate::eq,
+          e.addIndex(s.seg, e.addIndex(s.o, s.i)), e.cIndex(0));
+      auto write = scf::IfOp::create(e.b, first, /*withElseRegion=*/false);
+      {
+        OpBuilder::InsertionGuard guard(e.b);
+        e.b.setInsertionPointToStart(&write.getThenRegion().front());
+        memref::StoreOp::create(e.b, tensorScale, func.getArgument(4),
+                                ValueRange{e.cIndex(0)});
+      }
+      const int64_t blocksAlong = extent / block;
+      for (int64_t q = 0; q < segment / block; ++q) {
+        Value base = e.cIndex(q * block);
+        Value blockIndex = e.addIndex(
+            e.mulIndex(s.seg, e.cIndex(segment / block)), e.cIndex(q));
+        Value scaleIndex = e.addIndex(
+            e.mulIndex(e.addIndex(e.mulIndex(s.o, e.cIndex(blocksAlong)),
+                                  blockIndex),
+                       e.cIndex(s.innerSize)),
+            s.i);
+        auto bits = randomBitsAt(e, s, func, base);
+        e.quantizeNVFP4Block(
+            block, element, operand.quant.getRounding(), tensorScale,
+            [&](Value j) { return s.value(e.addIndex(base, j)); }, bits,
+            [&](Value j, Value code) {
+              memref::StoreOp::create(
+                  e.b, e.trunc(code, e.i8()), codes,
+                  ValueRange{s.indexOf(e.addIndex(base, j))});
+            },
+            [&](Value code) {
+              memref::StoreOp::create(e.b, e.trunc(code, e.i8()), scales,
+                                      ValueRange{scaleIndex});
+            });
+      }
+    });
+    return;
+  }
+  }
 }
 
-Value GemmKernelLowering::lhsIndex(QuantizationEmitter &e, Value row,
-                                   Value kk) {
-  return matmul.getTransposeLhs()
-             ? e.addIndex(e.mulIndex(kk, e.cIndex(m)), row)
-             : e.addIndex(e.mulIndex(row, e.cIndex(k)), kk);
+//===----------------------------------------------------------------------===//
+// The GEMM launch: staged tiles, loads one step ahead
+//===----------------------------------------------------------------------===//
+
+Value GemmKernelLowering::stagedWord(QuantizationEmitter &e,
+                                     const StagedStep &step, int64_t base,
+                                     Value row, Value kk,
+                                     const OperandPlan &operand) {
+  Value byte = e.addIndex(
+      e.addIndex(e.cIndex(base), e.mulIndex(row, e.cIndex(tiling.pitch))),
+      e.mulIndex(kk, e.cIndex(operand.elementBytes())));
+  return memref::LoadOp::create(e.b, step.words,
+                                ValueRange{e.divIndex(byte, 4)});
 }
 
-Value GemmKernelLowering::rhsIndex(QuantizationEmitter &e, Value kk,
-                                   Value col) {
-  return matmul.getTransposeRhs()
-             ? e.addIndex(e.mulIndex(col, e.cIndex(k)), kk)
-             : e.addIndex(e.mulIndex(kk, e.cIndex(n)), col);
+Value GemmKernelLowering::stagedScale(QuantizationEmitter &e,
+                                      const StagedStep &step, int64_t base,
+                                      int64_t rows, Value row,
+                                      Value blockInStep) {
+  Value at = e.addIndex(
+      e.cIndex(base), e.addIndex(e.mulIndex(blockInStep, e.cIndex(rows)), row));
+  return e.zext(memref::LoadOp::create(e.b, step.bytes, ValueRange{at}),
+                e.i32());
 }
 
-Value GemmKernelLowering::lhsScaleIndex(QuantizationEmitter &e, Value row,
-                                        Value chunk) {
-  return matmul.getTransposeLhs()
-             ? e.addIndex(e.mulIndex(chunk, e.cIndex(m)), row)
-             : e.addIndex(e.mulIndex(row, e.cIndex(k / 32)), chunk);
+Value GemmKernelLowering::lhsWord(QuantizationEmitter &e,
+                                  const StagedStep &step, Value row, Value kk) {
+  return stagedWord(e, step, lhsTileAt(), row, kk, lhs);
+}
+Value GemmKernelLowering::rhsWord(QuantizationEmitter &e,
+                                  const StagedStep &step, Value col, Value kk) {
+  return stagedWord(e, step, rhsTileAt(), col, kk, rhs);
+}
+Value GemmKernelLowering::lhsScaleCode(QuantizationEmitter &e,
+                                       const StagedStep &step, Value row,
+                                       Value blockInStep) {
+  return stagedScale(e, step, lhsScalesAt(), tiling.blockM, row, blockInStep);
+}
+Value GemmKernelLowering::rhsScaleCode(QuantizationEmitter &e,
+                                       const StagedStep &step, Value col,
+                                       Value blockInStep) {
+  return stagedScale(e, step, rhsScalesAt(), tiling.blockN, col, blockInStep);
 }
 
-Value GemmKernelLowering::rhsScaleIndex(QuantizationEmitter &e, Value chunk,
-                                        Value col) {
-  return matmul.getTransposeRhs()
-             ? e.addIndex(e.mulIndex(col, e.cIndex(k / 32)), chunk)
-             : e.addIndex(e.mulIndex(chunk, e.cIndex(n)), col);
+namespace {
+
+/// The transpose of a square of elements held in words: word j of `in`
+/// holds elements (j, 0 .. n-1), lowest first; word p of the result holds
+/// elements (0 .. n-1, p). Four bytes per word (two swaps: bytes within
+/// pairs of words, then halves) or two halves.
+SmallVector<Value> transpose(QuantizationEmitter &e, ArrayRef<Value> in) {
+  auto mask = [&](Value x, uint32_t bits) { return e.bitAnd(x, e.c32(bits)); };
+  auto swap = [&](Value a, Value b, int64_t shift, uint32_t low) {
+    uint32_t high = ~low;
+    return std::pair{
+        e.bitOr(mask(a, low), mask(e.shl(b, e.c32(shift)), high)),
+        e.bitOr(mask(e.shrui(a, e.c32(shift)), low), mask(b, high))};
+  };
+  if (in.size() == 2) {
+    auto [o0, o1] = swap(in[0], in[1], 16, 0x0000FFFF);
+    return {o0, o1};
+  }
+  auto [t0, t1] = swap(in[0], in[1], 8, 0x00FF00FF);
+  auto [t2, t3] = swap(in[2], in[3], 8, 0x00FF00FF);
+  auto [o0, o2] = swap(t0, t2, 16, 0x0000FFFF);
+  auto [o1, o3] = swap(t1, t3, 16, 0x0000FFFF);
+  return {o0, o1, o2, o3};
+}
+
+/// How one operand's share of a step moves from global memory into the
+/// staged tile: which words (and scale codes) a thread loads, and where
+/// they go.
+struct OperandStaging {
+  const OperandPlan *operand;
+  Value codes, scales; ///< global: memref<? x i32>, memref<? x i8> (or null)
+  bool kContiguous;    ///< K is the operand's contiguous dimension.
+  int64_t rows;        ///< Rows (columns) of the block's tile it covers.
+  int64_t extent;      ///< The operand's other dimension: M or N.
+  int64_t tileAt, scalesAt, pitch, stepK, k, threads;
+  Value origin; ///< The block's first row (column), index.
+
+  int64_t elementsPerWord() const { return 4 / operand->elementBytes(); }
+  /// A transposed operand whose thread loads come in groups of
+  /// elementsPerWord() words (consecutive K, the same rows) is transposed
+  /// in registers and stored a word at a time; otherwise element by
+  /// element.
+  bool transposeInRegisters() const {
+    return !kContiguous && wordsPerThread() % elementsPerWord() == 0;
+  }
+  /// Where the thread's word q of a step lies: its K element within the
+  /// step and its first row (column) within the block's tile.
+  std::pair<Value, Value> wordAt(QuantizationEmitter &e, Value thread,
+                                 int64_t q) {
+    const int64_t perWord = elementsPerWord();
+    if (kContiguous) {
+      Value w = e.addIndex(thread, e.cIndex(q * threads));
+      Value r = e.divIndex(w, stepK / perWord);
+      Value kw = arith::RemUIOp::create(e.b, w, e.cIndex(stepK / perWord));
+      return {e.mulIndex(kw, e.cIndex(perWord)), r};
+    }
+    Value kk, rw;
+    if (transposeInRegisters()) {
+      // Group q / perWord of the thread, word q % perWord of the group.
+      Value g = e.addIndex(thread, e.cIndex((q / perWord) * threads));
+      kk = e.addIndex(e.mulIndex(e.divIndex(g, rows / perWord),
+                                 e.cIndex(perWord)),
+                      e.cIndex(q % perWord));
+      rw = arith::RemUIOp::create(e.b, g, e.cIndex(rows / perWord));
+    } else {
+      Value w = e.addIndex(thread, e.cIndex(q * threads));
+      kk = e.divIndex(w, rows / perWord);
+      rw = arith::RemUIOp::create(e.b, w, e.cIndex(rows / perWord));
+    }
+    return {kk, e.mulIndex(rw, e.cIndex(perWord))};
+  }
+  int64_t wordsPerStep() const {
+    return rows * stepK / elementsPerWord();
+  }
+  int64_t wordsPerThread() const { return wordsPerStep() / threads; }
+  int64_t scalesPerStep() const {
+    return operand->scaled() ? rows * (stepK / operand->block()) : 0;
+  }
+  int64_t scalesPerThread() const {
+    return (scalesPerStep() + threads - 1) / threads;
+  }
+
+  /// The thread's words and scale codes of step `step` (index), in flight.
+  SmallVector<Value> load(QuantizationEmitter &e, Value thread, Value step) {
+    SmallVector<Value> values;
+    const int64_t perWord = elementsPerWord();
+    Value k0 = e.mulIndex(step, e.cIndex(stepK));
+    for (int64_t q = 0; q < wordsPerThread(); ++q) {
+      auto [kk, r] = wordAt(e, thread, q);
+      // The flat element index of the word's first element.
+      Value element =
+          kContiguous
+              ? e.addIndex(e.mulIndex(e.addIndex(origin, r), e.cIndex(k)),
+                           e.addIndex(k0, kk))
+              : e.addIndex(e.mulIndex(e.addIndex(k0, kk), e.cIndex(extent)),
+                           e.addIndex(origin, r));
+      values.push_back(memref::LoadOp::create(
+          e.b, codes, ValueRange{e.divIndex(element, perWord)}));
+    }
+    if (operand->scaled()) {
+      const int64_t block = operand->block(), perStep = stepK / block;
+      for (int64_t q = 0; q < scalesPerThread(); ++q) {
+        Value w = arith::MinUIOp::create(
+            e.b, e.addIndex(thread, e.cIndex(q * threads)),
+            e.cIndex(scalesPerStep() - 1));
+        // Staged as [block of the step][row]; global in the operand's
+        // layout of scales.
+        Value c = e.divIndex(w, rows);
+        Value r = arith::RemUIOp::create(e.b, w, e.cIndex(rows));
+        Value chunk = e.addIndex(e.mulIndex(step, e.cIndex(perStep)), c);
+        Value index =
+            kContiguous
+                ? e.addIndex(e.mulIndex(e.addIndex(origin, r),
+                                        e.cIndex(k / block)),
+                             chunk)
+                : e.addIndex(e.mulIndex(chunk, e.cIndex(extent)),
+                             e.addIndex(origin, r));
+        values.push_back(memref::LoadOp::create(e.b, scales, ValueRange{index}));
+      }
+    }
+    return values;
+  }
+
+  /// The values load() gave, into the staged tile (words converted by
+  /// `convert`).
+  void store(QuantizationEmitter &e, Value thread, ValueRange values,
+             Value words, Value halves, Value bytes,
+             function_ref<Value(Value)> convert) {
+    const int64_t perWord = elementsPerWord();
+    const int64_t bytesPer = operand->elementBytes();
+    auto wordIndex = [&](Value r, Value kk) {
+      return e.addIndex(
+          e.cIndex(tileAt / 4),
+          e.addIndex(e.mulIndex(r, e.cIndex(pitch / 4)),
+                     e.divIndex(kk, perWord)));
+    };
+    if (transposeInRegisters()) {
+      for (int64_t q = 0; q < wordsPerThread(); q += perWord) {
+        SmallVector<Value> in;
+        for (int64_t j = 0; j < perWord; ++j)
+          in.push_back(convert(values[q + j]));
+        SmallVector<Value> out = transpose(e, in);
+        auto [kk, r] = wordAt(e, thread, q);
+        for (int64_t p = 0; p < perWord; ++p)
+          memref::StoreOp::create(
+              e.b, out[p], words,
+              ValueRange{wordIndex(e.addIndex(r, e.cIndex(p)), kk)});
+      }
+    }
+    for (int64_t q = 0; q < wordsPerThread() && !transposeInRegisters(); ++q) {
+      Value word = convert(values[q]);
+      auto [kk, r] = wordAt(e, thread, q);
+      if (kContiguous) {
+        memref::StoreOp::create(e.b, word, words,
+                                ValueRange{wordIndex(r, kk)});
+        continue;
+      }
+      // Transposed into K-major rows: each element of the word to its row.
+      for (int64_t p = 0; p < perWord; ++p) {
+        Value at = e.addIndex(
+            e.cIndex(tileAt),
+            e.addIndex(e.mulIndex(e.addIndex(r, e.cIndex(p)), e.cIndex(pitch)),
+                       e.mulIndex(kk, e.cIndex(bytesPer))));
+        Value part = e.shrui(word, e.c32(8 * bytesPer * p));
+        if (bytesPer == 1)
+          memref::StoreOp::create(e.b, e.trunc(part, e.i8()), bytes,
+                                  ValueRange{at});
+        else
+          memref::StoreOp::create(e.b, e.trunc(part, e.i16()), halves,
+                                  ValueRange{e.divIndex(at, 2)});
+      }
+    }
+    if (!operand->scaled())
+      return;
+    for (int64_t q = 0; q < scalesPerThread(); ++q) {
+      int64_t first = q * threads;
+      Value w = e.addIndex(thread, e.cIndex(first));
+      Value value = values[wordsPerThread() + q];
+      auto emit = [&] {
+        memref::StoreOp::create(e.b, value, bytes,
+                                ValueRange{e.addIndex(e.cIndex(scalesAt), w)});
+      };
+      if (first + threads <= scalesPerStep()) {
+        emit();
+        continue;
+      }
+      auto inside = scf::IfOp::create(
+          e.b,
+          arith::CmpIOp::create(e.b, CmpIPredicate::ult, w,
+                                e.cIndex(scalesPerStep())),
+          /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(e.b);
+      e.b.setInsertionPointToStart(&inside.getThenRegion().front());
+      emit();
+    }
+  }
+};
+
+} // namespace
+
+void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
+  MLIRContext *context = kernel.getContext();
+  Type f32 = Float32Type::get(context), i8 = IntegerType::get(context, 8),
+       i16 = IntegerType::get(context, 16), i32 = IntegerType::get(context, 32);
+  const int64_t threads = tiling.warps() * lanes;
+
+  // Arguments: each operand's codes (as i32 words), its scales and NVFP4's
+  // tensor scale, then the result.
+  SmallVector<std::pair<std::string, Type>> arguments;
+  for (const OperandPlan *operand : {&lhs, &rhs}) {
+    std::string scratch = "scratch:" + operand->side;
+    arguments.push_back(
+        {scratch + ".codes",
+         flat(operand->count() * operand->elementBytes() / 4, i32)});
+    if (operand->scaled())
+      arguments.push_back(
+          {scratch + ".scales", flat(operand->count() / operand->block(), i8)});
+    if (operand->kind == OperandKind::NVFP4)
+      arguments.push_back({scratch + ".tensor_scale", flat(1, f32)});
+  }
+  arguments.push_back({"result:0", flat(m * n, f32)});
+  gpu::GPUFuncOp func =
+      createLaunch(moduleBuilder, matmul.getLoc(),
+                   (kernel.getKernelName() + "__gemm").str(), arguments,
+                   {n / tiling.blockN, m / tiling.blockM, 1}, {threads, 1, 1});
+  Attribute workgroup = gpu::AddressSpaceAttr::get(
+      context, gpu::GPUDialect::getWorkgroupAddressSpace());
+  auto sharedType = [&](int64_t count, Type element) {
+    return MemRefType::get({count}, element, MemRefLayoutAttrInterface{},
+                           workgroup);
+  };
+  const int64_t staged = (stagedBytes() + 15) / 16 * 16;
+  Value sharedBytes =
+      func.addWorkgroupAttribution(sharedType(staged, i8), matmul.getLoc());
+
+  Block &entry = func.getBody().front();
+  ImplicitLocOpBuilder b(matmul.getLoc(), context);
+  b.setInsertionPointToStart(&entry);
+  QuantizationEmitter e(b);
+  unsigned argument = 0;
+  OperandStaging staging[2];
+  Value tensorScales[2];
+  for (int side = 0; side < 2; ++side) {
+    const OperandPlan *operand = side == 0 ? &lhs : &rhs;
+    OperandStaging &s = staging[side];
+    s.operand = operand;
+    s.codes = func.getArgument(argument++);
+    if (operand->scaled())
+      s.scales = func.getArgument(argument++);
+    if (operand->kind == OperandKind::NVFP4)
+      tensorScales[side] = memref::LoadOp::create(
+          b, func.getArgument(argument++), ValueRange{e.cIndex(0)});
+    s.kContiguous =
+        side == 0 ? !matmul.getTransposeLhs() : matmul.getTransposeRhs();
+    s.rows = side == 0 ? tiling.blockM : tiling.blockN;
+    s.extent = side == 0 ? m : n;
+    s.tileAt = side == 0 ? lhsTileAt() : rhsTileAt();
+    s.scalesAt = side == 0 ? lhsScalesAt() : rhsScalesAt();
+    s.pitch = tiling.pitch;
+    s.stepK = tiling.stepK;
+    s.k = k;
+    s.threads = threads;
+    s.origin = e.mulIndex(
+        gpu::BlockIdOp::create(b, side == 0 ? gpu::Dimension::y
+                                            : gpu::Dimension::x),
+        e.cIndex(s.rows));
+  }
+  Value out = func.getArgument(argument);
+
+  StagedStep step;
+  step.bytes = sharedBytes;
+  step.words = memref::ViewOp::create(b, sharedType(staged / 4, i32),
+                                      sharedBytes, e.cIndex(0), ValueRange{});
+  Value halves = memref::ViewOp::create(b, sharedType(staged / 2, i16),
+                                        sharedBytes, e.cIndex(0), ValueRange{});
+  Value thread = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value warp = e.divIndex(thread, lanes);
+  step.lane = arith::RemUIOp::create(b, thread, e.cIndex(lanes));
+  const int64_t warpsAcross = tiling.blockN / GemmTiling::warpN;
+  step.warpRow = e.mulIndex(e.divIndex(warp, warpsAcross),
+                            e.cIndex(GemmTiling::warpM));
+  step.warpCol = e.mulIndex(
+      arith::RemUIOp::create(b, warp, e.cIndex(warpsAcross)),
+      e.cIndex(GemmTiling::warpN));
+  step.lhsTensorScale = tensorScales[0];
+  step.rhsTensorScale = tensorScales[1];
+
+  // Step s: store what was loaded for it, start the loads of step s + 1
+  // (the last step reloads itself: no branch), compute, and wait for every
+  // warp before the tile is overwritten.
+  const int64_t steps = k / tiling.stepK;
+  SmallVector<Value> carried = initialAccumulators(e);
+  const size_t accumulatorCount = carried.size();
+  SmallVector<size_t> loadedAt;
+  for (OperandStaging &s : staging) {
+    loadedAt.push_back(carried.size());
+    llvm::append_range(carried, s.load(e, thread, e.cIndex(0)));
+  }
+  loadedAt.push_back(carried.size());
+  SmallVector<Value> results = e.loop(
+      e.cIndex(0), e.cIndex(steps), carried,
+      [&](Value s, ValueRange values) -> SmallVector<Value> {
+        for (int side = 0; side < 2; ++side)
+          staging[side].store(
+              e, thread,
+              values.slice(loadedAt[side], loadedAt[side + 1] - loadedAt[side]),
+              step.words, halves, step.bytes, [&](Value word) {
+                return stageWord(e, word, *staging[side].operand);
+              });
+        gpu::BarrierOp::create(b);
+        Value next = arith::MinUIOp::create(b, e.addIndex(s, e.cIndex(1)),
+                                            e.cIndex(steps - 1));
+        SmallVector<Value> prefetched;
+        for (OperandStaging &operand : staging)
+          llvm::append_range(prefetched, operand.load(e, thread, next));
+        SmallVector<Value> accumulators = accumulateStep(
+            e, step, values.take_front(accumulatorCount));
+        gpu::BarrierOp::create(b);
+        llvm::append_range(accumulators, prefetched);
+        return accumulators;
+      });
+  Value row0 = staging[0].origin, col0 = staging[1].origin;
+  storeAccumulators(
+      e, step, ValueRange(results).take_front(accumulatorCount),
+      [&](Value value, Value row, Value col) {
+        Value at = e.addIndex(e.mulIndex(e.addIndex(row0, row), e.cIndex(n)),
+                              e.addIndex(col0, col));
+        memref::StoreOp::create(b, value, out, ValueRange{at});
+      });
+  gpu::ReturnOp::create(b);
 }
 
 LogicalResult tetra::conversion::lowerGemmKernels(

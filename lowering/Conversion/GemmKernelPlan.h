@@ -1,12 +1,31 @@
 //===- GemmKernelPlan.h - One plan for every GPU target's GEMMs -*- C++ -*-===//
 //
-// The kernel plan both GPU conversions implement (TetraToNVVM, TetraToAMDGPU):
-// what a GEMM tetra.kernel must look like to be compiled (two block-scaled
-// operands, each rotated or not, quantized along K), its gpu.module with
-// what it computes (`tetra.gemm`), and the two operand launches — rotation
-// and quantization, one thread per segment along K, through the shared
-// QuantizationEmitter — which are the same on every chip. A target adds
-// only its GEMM launch (the innermost matrix instruction) and its MMA tile.
+// The kernel plan both GPU conversions implement (TetraToNVVM, TetraToAMDGPU),
+// the same for every chip:
+//
+//   - what a GEMM tetra.kernel must look like to be compiled: two operands,
+//     each rotated or not, then MX (E8M0 scales on blocks of 32), NVFP4
+//     (E4M3 scales on blocks of 16 under an fp32 tensor scale) or BF16;
+//   - the prologue: per operand, launches that rotate and quantize it along
+//     K through the shared QuantizationEmitter (bit for bit what
+//     runtime/numerics computes) into scratch buffers in the operand's own
+//     layout — one thread per segment along K (the larger of the
+//     quantization and rotation blocks); NVFP4 first takes the rotated
+//     tensor's amax (a clear launch and an atomic-max launch);
+//   - the GEMM launch's tiling and memory movement (GemmTiling): a block
+//     (workgroup) per blockM x blockN tile of the result, one warp (wave)
+//     per 32 x 32 of it; K in steps of stepK staged in shared memory (LDS):
+//     each step's codes and scales are loaded from global memory into
+//     registers one step ahead (the loads of step s + 1 are in flight while
+//     step s computes), stored into the staged tile transposed to K-major
+//     rows, and read by the matrix instructions from there;
+//   - the accumulation: K in chunks of G (the smaller scale block, or all
+//     of K for BF16 x BF16); each chunk's sum is exact when both operands
+//     are block-scaled (started from zero, scaled in fp32).
+//
+// A target adds only its innermost matrix instruction (accumulateStep), the
+// conversion of codes as they are staged (stageWord) and its fragment
+// layout (storeAccumulators).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,20 +38,49 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 
-#include <array>
 #include <string>
 
 namespace tetra::conversion {
 
+/// How an operand reaches the matrix instructions.
+enum class OperandKind {
+  MX,    ///< E2M1 / E4M3 / E5M2 codes, an E8M0 scale per 32 along K
+  NVFP4, ///< E2M1 codes, an E4M3 scale per 16 along K, an fp32 tensor scale
+  BF16,  ///< bf16 values (rounded to nearest even), no scales
+};
+
 /// One operand of the GEMM as the plan implements it: the kernel input it
 /// comes from, its rotation and its quantization along `axis`.
 struct OperandPlan {
+  OperandKind kind = OperandKind::MX;
   int input = -1; ///< Index among the kernel's inputs.
   mlir::RankedTensorType type;
   int64_t axis = 0;
   RotationAttr rotation;
-  QuantizeOp quantize;
   OperandQuantAttr quant;
+  mlir::Location loc;     ///< The quantizer's.
+  uint32_t tensorId = 0;  ///< Its stochastic-rounding stream.
+  std::string side;       ///< "lhs" or "rhs": its launches' and buffers' names.
+
+  explicit OperandPlan(mlir::Location loc) : loc(loc) {}
+  bool scaled() const { return kind != OperandKind::BF16; }
+  /// The scale block along K (0 for BF16).
+  int64_t block() const {
+    return kind == OperandKind::MX ? 32 : kind == OperandKind::NVFP4 ? 16 : 0;
+  }
+  /// Bytes per element in the scratch codes (and the staged tiles).
+  int64_t elementBytes() const { return kind == OperandKind::BF16 ? 2 : 1; }
+  int64_t count() const { return type.getDimSize(0) * type.getDimSize(1); }
+};
+
+/// The GEMM launch's tiling and staging, the same on every chip.
+struct GemmTiling {
+  int64_t blockM = 0, blockN = 0; ///< A block's tile of the result.
+  static constexpr int64_t warpM = 32, warpN = 32; ///< A warp's (wave's).
+  int64_t stepK = 0;  ///< K staged in shared memory (LDS) per step.
+  int64_t chunk = 0;  ///< G: K summed before the scales apply (K: none).
+  int64_t pitch = 0;  ///< Bytes per K-major row of a staged tile.
+  int64_t warps() const { return (blockM / warpM) * (blockN / warpN); }
 };
 
 /// The (linear.role) name of a kernel, for messages and manifests.
@@ -42,12 +90,13 @@ std::string gemmName(KernelOp kernel);
 mlir::MemRefType flat(int64_t count, mlir::Type element);
 
 /// One GEMM kernel's lowering for a GPU chip: the shared plan, and a
-/// target's GEMM launch in buildGemm().
+/// target's matrix instructions through the virtual hooks.
 class GemmKernelLowering {
 public:
-  GemmKernelLowering(KernelOp kernel, llvm::StringRef chip,
-                     std::array<int64_t, 3> tile)
-      : kernel(kernel), chip(chip), tile(tile) {}
+  GemmKernelLowering(KernelOp kernel, llvm::StringRef chip, int64_t lanes,
+                     int64_t blockTile)
+      : kernel(kernel), chip(chip), lanes(lanes), blockTile(blockTile),
+        lhs(kernel.getLoc()), rhs(kernel.getLoc()) {}
   virtual ~GemmKernelLowering() = default;
 
   /// Checks the kernel and builds its gpu.module at the end of `module`
@@ -56,45 +105,102 @@ public:
   mlir::LogicalResult lower(mlir::ModuleOp module);
 
 protected:
-  /// The target's GEMM launch, `NAME__gemm`, into the gpu.module.
-  virtual void buildGemm(mlir::OpBuilder &moduleBuilder) = 0;
+  /// What the GEMM launch's body sees of one staged step.
+  struct StagedStep {
+    mlir::Value words;      ///< The staged tiles as memref<? x i32, workgroup>.
+    mlir::Value bytes;      ///< The same as memref<? x i8, workgroup>.
+    mlir::Value warpRow;    ///< The warp's tile in the block's tile (index).
+    mlir::Value warpCol;
+    mlir::Value lane;       ///< The thread's lane in its warp (index).
+    /// The fp32 NVFP4 tensor scales (f32; null for other operands).
+    mlir::Value lhsTensorScale, rhsTensorScale;
+  };
+
+  /// A target's refusal of an operand pair the plan supports, or success.
+  virtual mlir::LogicalResult checkTarget() { return mlir::success(); }
+  /// The accumulators a thread carries over K, zero.
+  virtual llvm::SmallVector<mlir::Value>
+  initialAccumulators(QuantizationEmitter &e) = 0;
+  /// One staged step of K: the matrix instructions on the staged tiles.
+  virtual llvm::SmallVector<mlir::Value>
+  accumulateStep(QuantizationEmitter &e, const StagedStep &step,
+                 mlir::ValueRange accumulators) = 0;
+  /// The thread's accumulators into the result at (row0, col0), the block's
+  /// tile origin: `store(value, row, col)` with rows and columns inside the
+  /// block's tile.
+  virtual void
+  storeAccumulators(QuantizationEmitter &e, const StagedStep &step,
+                    mlir::ValueRange accumulators,
+                    llvm::function_ref<void(mlir::Value, mlir::Value,
+                                            mlir::Value)> store) = 0;
+  /// A word of four codes (or two bf16) on its way into the staged tile:
+  /// the target's conversion of codes it cannot feed its instruction as
+  /// they are.
+  virtual mlir::Value stageWord(QuantizationEmitter &e, mlir::Value word,
+                                const OperandPlan &operand) {
+    return word;
+  }
+  /// The name of the matrix instruction, for the plan's description.
+  virtual std::string instruction() = 0;
 
   mlir::InFlightDiagnostic refuse(const llvm::Twine &why);
-  /// `NAME__gemm(lhs codes, lhs scales, rhs codes, rhs scales, result)`,
-  /// the plan's GEMM launch, with its launch geometry; its body is empty.
-  mlir::gpu::GPUFuncOp createGemmFunction(mlir::OpBuilder &moduleBuilder,
-                                          llvm::ArrayRef<int64_t> grid,
-                                          llvm::ArrayRef<int64_t> block);
-  /// Where A(row, kk) and B(kk, col) lie among the operands' codes, and
-  /// the scales of their K-chunk `chunk`, in the operands' own layouts (as
-  /// every role's transposes store them): index values.
-  mlir::Value lhsIndex(QuantizationEmitter &e, mlir::Value row, mlir::Value kk);
-  mlir::Value rhsIndex(QuantizationEmitter &e, mlir::Value kk, mlir::Value col);
-  mlir::Value lhsScaleIndex(QuantizationEmitter &e, mlir::Value row,
-                            mlir::Value chunk);
-  mlir::Value rhsScaleIndex(QuantizationEmitter &e, mlir::Value chunk,
-                            mlir::Value col);
-  void setLaunch(mlir::gpu::GPUFuncOp func, llvm::ArrayRef<int64_t> grid,
-                 llvm::ArrayRef<int64_t> block,
-                 llvm::ArrayRef<std::string> arguments);
+
+  /// Inside the staged tiles: the i32 word holding K-element `kk` (a
+  /// multiple of 4 / elementBytes) of row `row` of the left operand's tile
+  /// (a row of the block's result tile) or column `col` of the right's.
+  mlir::Value lhsWord(QuantizationEmitter &e, const StagedStep &step,
+                      mlir::Value row, mlir::Value kk);
+  mlir::Value rhsWord(QuantizationEmitter &e, const StagedStep &step,
+                      mlir::Value col, mlir::Value kk);
+  /// The staged scale code (i32) of row `row` (column `col`) for its scale
+  /// block `blockInStep` of the step.
+  mlir::Value lhsScaleCode(QuantizationEmitter &e, const StagedStep &step,
+                           mlir::Value row, mlir::Value blockInStep);
+  mlir::Value rhsScaleCode(QuantizationEmitter &e, const StagedStep &step,
+                           mlir::Value col, mlir::Value blockInStep);
 
   KernelOp kernel;
   llvm::StringRef chip;
-  std::array<int64_t, 3> tile; ///< The MMA tile M x N x K the shape must fit.
+  int64_t lanes;     ///< Threads per warp (wave).
+  int64_t blockTile; ///< The largest side of a block's tile (the option).
   ScaledMatmulOp matmul;
   OperandPlan lhs, rhs;
   int64_t m = 0, n = 0, k = 0;
+  GemmTiling tiling;
 
 private:
-  mlir::FailureOr<OperandPlan> planOperand(mlir::Value codes,
+  mlir::FailureOr<OperandPlan> planOperand(mlir::Value operand,
                                            mlir::Value scales,
                                            OperandQuantAttr quant,
                                            llvm::StringRef which);
-  void buildQuantize(mlir::OpBuilder &moduleBuilder, OperandPlan operand,
-                     llvm::StringRef suffix);
+  GemmTiling chooseTiling() const;
+  void buildPrologue(mlir::OpBuilder &moduleBuilder, const OperandPlan &operand);
+  void buildGemm(mlir::OpBuilder &moduleBuilder);
   /// What the kernel computes, for the bundle's manifest and its checks.
   mlir::DictionaryAttr describe(mlir::Builder &b);
-  mlir::DictionaryAttr describeOperand(mlir::Builder &b, OperandPlan operand);
+  mlir::DictionaryAttr describeOperand(mlir::Builder &b,
+                                       const OperandPlan &operand);
+  mlir::Value stagedWord(QuantizationEmitter &e, const StagedStep &step,
+                         int64_t base, mlir::Value row, mlir::Value kk,
+                         const OperandPlan &operand);
+  mlir::Value stagedScale(QuantizationEmitter &e, const StagedStep &step,
+                          int64_t base, int64_t rows, mlir::Value row,
+                          mlir::Value blockInStep);
+  /// Byte offsets of the staged tiles and scales in the workgroup buffer.
+  int64_t lhsTileAt() const { return 0; }
+  int64_t rhsTileAt() const { return tiling.blockM * tiling.pitch; }
+  int64_t lhsScalesAt() const {
+    return rhsTileAt() + tiling.blockN * tiling.pitch;
+  }
+  int64_t rhsScalesAt() const {
+    return lhsScalesAt() + scalesPerStep(lhs, tiling.blockM);
+  }
+  int64_t stagedBytes() const {
+    return rhsScalesAt() + scalesPerStep(rhs, tiling.blockN);
+  }
+  int64_t scalesPerStep(const OperandPlan &operand, int64_t rows) const {
+    return operand.scaled() ? rows * (tiling.stepK / operand.block()) : 0;
+  }
 };
 
 /// A GPU conversion's pass body: lowers every GEMM kernel of `module`

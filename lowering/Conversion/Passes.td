@@ -70,47 +70,65 @@ def ConvertTetraToCPU : Pass<"convert-tetra-to-cpu", "mlir::ModuleOp"> {
 def ConvertTetraToNVVM : Pass<"convert-tetra-to-nvvm", "mlir::ModuleOp"> {
   let summary = "Generate NVIDIA Hopper (sm_90a) code for every GEMM tetra.kernel";
   let description = [{
-    Every GEMM `tetra.kernel` — two block-scaled operands (MXFP4, MXFP8
-    E4M3/E5M2: E8M0 scales on blocks of 32), each optionally rotated
-    (deterministic or random block Hadamard, 16 to 128) and quantized along
-    K (nearest even, nearest away or stochastic), and their
+    Every GEMM `tetra.kernel` — two operands, each optionally rotated
+    (deterministic or random block Hadamard, 16 to 128) and then MX (MXFP4,
+    MXFP8 E4M3/E5M2: E8M0 scales on blocks of 32), NVFP4 (E2M1, E4M3 scales
+    on blocks of 16 under an fp32 tensor scale) or BF16, quantized along K
+    (nearest even, nearest away or stochastic), and their
     `tetra.scaled_matmul` in any role's layout — becomes a `gpu.module`
-    named after the kernel, of three `gpu.func` launches:
+    named after the kernel, from the GPU kernel plan (`GemmKernelPlan.h`)
+    that `--convert-tetra-to-amdgpu` shares:
 
-    - `NAME__lhs`, `NAME__rhs` (`input, codes, scales, seed, step`): one
-      thread per segment of the operand along K (the larger of the
-      quantization block and the rotation block), rotating it in a local
-      buffer and quantizing its blocks through the shared quantization
-      emitter — codes (one per byte, in the operand's layout) and E8M0
-      scales bit for bit those of `runtime/numerics`, stochastic-rounding
-      bits included;
-    - `NAME__gemm` (`lhs codes, lhs scales, rhs codes, rhs scales,
-      result`): one warp per 16 x 8 tile of the f32 result; K in chunks of
-      32, each chunk's codes widened to E4M3 bytes (every E2M1 value is
-      exact in E4M3; E4M3 and E5M2 codes are used as they are), reduced by
-      one `mma.sync.aligned.m16n8k32` started from zero (never chained in
-      the tensor core's accumulator), the chunk's two E8M0 scales applied
-      to its sum in fp32 as `(sum · 2^s1) · 2^s2` with s1 = ⌊(ea+eb)/2⌋,
-      s2 = ea + eb − s1 (no intermediate overflow where the result is in
-      range; a NaN scale gives NaN), and the chunks accumulated in order. For MXFP4 × MXFP4 every chunk's sum is exact,
-      so the result is `tetra.scaled_matmul`'s contract bit for bit.
+    - the prologue, per operand: `NAME__lhs` (`input, codes, scales,
+      seed, step`), one thread per segment of the operand along K (the
+      larger of the quantization block and the rotation block), rotating
+      it in a local buffer and quantizing its blocks through the shared
+      quantization emitter — codes (one per byte, in the operand's layout)
+      and scales bit for bit those of `runtime/numerics`,
+      stochastic-rounding bits included. NVFP4 first runs
+      `NAME__lhs_amax_clear` and `NAME__lhs_amax` (the rotated tensor's
+      finite amax by an atomic maximum) and writes its tensor scale; BF16
+      writes 2-byte bf16 codes and no scales;
+    - `NAME__gemm`: one block per `block_tile` (128, 64 or 32 rows and
+      columns, the largest that divides M and N) of the f32 result, one
+      warp per 32 x 32 of it; K in steps of `step_k` (128, 64 or 32; bf16
+      64 or 32) staged in shared memory: each step's codes and scales are
+      loaded into registers one step ahead and stored into K-major rows
+      (E2M1 codes widened to their E4M3 bytes on the way: every E2M1 value
+      is exact in E4M3). Block-scaled operands: per chunk of 32, eight
+      `mma.sync.aligned.m16n8k32` (2 x 4 tiles of 16 x 8) started from
+      zero (never chained in the tensor core's accumulator), each sum
+      scaled in fp32 and added with one fma; MX x MX applies the two E8M0
+      scales as `(sum · A1·B1) · A2·B2`, the scales' halves 2^⌊a/2⌋ and
+      2^⌈a/2⌉, exact wherever the result is in range (a NaN scale gives
+      NaN), so MXFP4 × MXFP4 is `tetra.scaled_matmul`'s contract bit for
+      bit. With an NVFP4 operand the chunk is 16: each m16n8k32 sees one
+      half of K, the other half zeroed, and each side's factor is
+      decodeE4M3(scale) · tensor scale (within the contract's bound). BF16
+      x BF16: `mma.sync.aligned.m16n8k16.bf16` accumulating over all of K.
 
     Each `gpu.func` records its launch in `tetra.launch = {grid, block,
     arguments}`, the arguments named `input:I` (the kernel's input I),
-    `result:0`, `scratch:lhs.codes` (and `.scales`, `rhs.*`: buffers the
-    launches share) and `scalar:seed` / `scalar:step` (the step's seed and
-    step, as i64). The module's other operations (the host side, the
-    elementwise kernels the CPU runs) are removed.
+    `result:0`, `scratch:lhs.codes` (and `.scales`, `.amax`,
+    `.tensor_scale`, `rhs.*`: buffers the launches share) and
+    `scalar:seed` / `scalar:step` (the step's seed and step, as i64); the
+    module's `tetra.gemm` holds what it computes and its `plan` (block
+    tile, warp tile, step, chunk, staged bytes, instruction). The module's
+    other operations (the host side, the elementwise kernels the CPU runs)
+    are removed.
 
-    A GEMM the target cannot implement — NVFP4, BF16 or f32 operands, a
-    shape that is not a multiple of 16 x 8 x 32, an operand computed inside
-    the kernel — is an error naming the GEMM (`layers.0.attn.wq.fprop`)
-    and the target. Nothing here emits E2M1 conversion instructions, which
-    sm_90a does not have (LLVM aborts on them).
+    A GEMM the target cannot implement — f32 operands, a bf16 operand
+    against a block-scaled one, a shape that is not a multiple of 32 x 32 x
+    32, an operand computed inside the kernel — is an error naming the GEMM
+    (`layers.0.attn.wq.fprop`) and the target. Nothing here emits E2M1
+    conversion instructions, which sm_90a does not have (LLVM aborts on
+    them).
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
            "the NVIDIA chip (sm_90a)">,
+    Option<"blockTile", "block-tile", "int64_t", /*default=*/"128",
+           "the largest side of a block's result tile (32, 64 or 128)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -126,28 +144,37 @@ def ConvertTetraToAMDGPU : Pass<"convert-tetra-to-amdgpu", "mlir::ModuleOp"> {
   let summary = "Generate AMD MI355X (gfx950) code for every GEMM tetra.kernel";
   let description = [{
     The same GEMM kernels as `--convert-tetra-to-nvvm`, from the same plan
-    (`GemmKernelPlan.h`): the same `tetra.gemm` description, the same two
-    operand launches (`NAME__lhs`, `NAME__rhs`: rotation and quantization
-    through the shared quantization emitter, codes and E8M0 scales in the
-    operands' layout), and gfx950's own GEMM launch:
+    (`GemmKernelPlan.h`): the same `tetra.gemm` description and plan, the
+    same prologue launches (rotation and quantization through the shared
+    quantization emitter, codes and scales in the operands' layout), the
+    same block tiles staged in LDS one step ahead, and gfx950's own
+    instructions, one wave of 64 lanes per 32 x 32 of a block's tile:
 
-    - `NAME__gemm` (`lhs codes, lhs scales, rhs codes, rhs scales,
-      result`): one wave of 64 lanes per 32 x 32 tile of the f32 result;
-      K in steps of 64; lane l gives row (column) l % 32 of A (B) and the
-      32 elements of K chunk 2·step + l / 32 — one MX block, with its E8M0
-      scale — to `amdgpu.scaled_mfma 32x32x64`
-      (`v_mfma_scale_f32_32x32x64_f8f6f4`: E2M1 format 4, E4M3 0, E5M2 1),
-      which applies both scales and accumulates in fp32.
+    - MX in steps of 128: four `amdgpu.scaled_mfma 16x16x128`
+      (`v_mfma_scale_f32_16x16x128_f8f6f4`) per step, lane l giving row
+      (column) l % 16 and the 32 codes of K chunk l / 16 — one MX block,
+      with its E8M0 scale;
+    - MX in steps of 64 (or 32, the upper lanes zero): `amdgpu.scaled_mfma
+      32x32x64` (`v_mfma_scale_f32_32x32x64_f8f6f4`), lane l giving row
+      (column) l % 32 and K chunk l / 32;
+    - BF16: `amdgpu.mfma 32x32x16` (`v_mfma_f32_32x32x16_bf16`) per 16 of
+      K, accumulating over all of K.
 
-    Not executed anywhere (there is no MI355X here): checked by its ISA,
-    its metadata and the plan it shares with the sm_90a code, which runs
-    on an H200. M and N must be multiples of 32 and K of 32 (an odd
-    number of chunks: the last step's upper lanes give zero codes).
-    Refusals are sm_90a's, naming gfx950.
+    The scaled MFMAs take E2M1 as format 4, E4M3 as 0, E5M2 as 1; they
+    apply both scales and accumulate in fp32. NVFP4 is refused by name:
+    gfx950 has no MFMA with E4M3 scales on blocks of 16. Codes come from
+    the shared emitter, not from `v_cvt_scalef32_pk_fp4_*`, whose ties,
+    saturation and NaN could not be checked against the numerics library
+    without an MI355X. Not executed anywhere (there is no MI355X here):
+    checked by its ISA, its metadata and the plan it shares with the sm_90a
+    code, which runs on an H200. Other refusals are sm_90a's, naming
+    gfx950.
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"gfx950\"",
            "the AMD chip (gfx950)">,
+    Option<"blockTile", "block-tile", "int64_t", /*default=*/"128",
+           "the largest side of a block's result tile (32, 64 or 128)">,
   ];
   let dependentDialects = [
     "::mlir::amdgpu::AMDGPUDialect",

@@ -2,27 +2,37 @@
 //
 // `--convert-tetra-to-amdgpu{chip=gfx950}`: every GEMM `tetra.kernel`
 // becomes a `gpu.module` from the same plan as sm_90a (GemmKernelPlan.h):
-// the same two operand launches — rotation and quantization through the
-// shared QuantizationEmitter, codes and E8M0 scales in the operands' own
-// layout — and a GEMM launch whose innermost instruction is gfx950's own:
+// the same prologue launches — rotation and quantization through the shared
+// QuantizationEmitter, codes and E8M0 scales in the operands' own layout —
+// the same block tiles staged in LDS one step ahead, and a wave of 64 lanes
+// per 32 x 32 tile of the block's result whose instructions are gfx950's
+// own:
 //
-//   NAME__gemm  one wave of 64 lanes per 32 x 32 tile of the result; K in
-//               steps of 64 (the last step's upper lanes give zero codes when
-//               K is an odd number of chunks). Lane l holds row (column)
-//               l % 32 of A (B) and
-//               the 32 elements of K chunk 2·step + l / 32 — one MX block,
-//               so one E8M0 scale per lane — as vector<32 x E2M1/E4M3/E5M2>,
-//               and `amdgpu.scaled_mfma 32x32x64` applies both scales and
-//               accumulates into the tile's 16 f32 per lane (row
-//               8·(v / 4) + 4·(l / 32) + v % 4, column l % 32): the
-//               `v_mfma_scale_f32_32x32x64_f8f6f4` instruction, E2M1 as
-//               format 4 (cbsz:4 blgp:4), E4M3 0, E5M2 1.
+//   MX, steps of 128  four `v_mfma_scale_f32_16x16x128_f8f6f4` per step
+//                     (2 x 2 tiles of 16 x 16): lane l holds row (column)
+//                     l % 16 and the 32 codes of K chunk l / 16 — one MX
+//                     block, so one E8M0 scale per lane — and gets rows
+//                     4·(l / 16) + v, column l % 16 of the result;
+//   MX, steps of 64   one `v_mfma_scale_f32_32x32x64_f8f6f4`: lane l holds
+//                     row (column) l % 32 and K chunk l / 32, and gets rows
+//                     8·(v / 4) + 4·(l / 32) + v % 4, column l % 32; steps
+//                     of 32 give the upper lanes zero codes;
+//   bf16              `v_mfma_f32_32x32x16_bf16` per 16 of K, lane l holding
+//                     row (column) l % 32 and K 8·(l / 32) .. + 7, the
+//                     32 x 32 layout above, accumulating over all of K.
 //
-// There is no MI355X here: this code is checked by its ISA (the scaled
-// MFMA with the right format codes, no scratch), its metadata and its
-// shared plan with the sm_90a code, which runs on an H200. The fragment
-// layout above is AMD's documented one for 32 x 32 MFMAs; it has never
-// been executed.
+// The scaled MFMAs (`amdgpu.scaled_mfma`) take E2M1 as format 4 (cbsz:4
+// blgp:4), E4M3 as 0 and E5M2 as 1; they apply both scales and accumulate
+// in fp32. gfx950 has no MFMA with E4M3 scales on blocks of 16: NVFP4 is
+// refused by name. E2M1 codes are packed into nibbles as the MFMA reads
+// them; codes come from the shared emitter, not from v_cvt_scalef32_pk_fp4
+// (whose rounding of ties, saturation and NaN could not be checked against
+// the numerics library without an MI355X).
+//
+// There is no MI355X here: this code is checked by its ISA (the MFMAs with
+// the right format codes, no scratch), its metadata and its shared plan with
+// the sm_90a code, which runs on an H200. The fragment layouts above are
+// AMD's documented ones; they have never been executed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,14 +59,53 @@ using namespace tetra::conversion;
 
 namespace {
 
-/// gfx950's GEMM launch: one wave per 32 x 32 tile, scaled MFMA 32x32x64.
+/// gfx950's matrix instructions on the plan's staged tiles.
 class AMDGPUGemmLowering : public GemmKernelLowering {
 public:
-  AMDGPUGemmLowering(KernelOp kernel, StringRef chip)
-      : GemmKernelLowering(kernel, chip, {32, 32, 32}) {}
+  AMDGPUGemmLowering(KernelOp kernel, StringRef chip, int64_t blockTile)
+      : GemmKernelLowering(kernel, chip, /*lanes=*/64, blockTile) {}
 
 private:
-  void buildGemm(OpBuilder &moduleBuilder) override;
+  LogicalResult checkTarget() override {
+    for (const OperandPlan *operand : {&lhs, &rhs})
+      if (operand->kind == OperandKind::NVFP4)
+        return refuse(std::string(operand == &lhs ? "the left" : "the right") +
+                      " operand is NVFP4: gfx950's scaled MFMA takes E8M0 "
+                      "scales on blocks of 32, not E4M3 scales on blocks of "
+                      "16");
+    return success();
+  }
+  /// 16x16x128 tiles when K comes in steps of 128.
+  bool smallTiles() const {
+    return lhs.kind != OperandKind::BF16 && tiling.stepK == 128;
+  }
+  SmallVector<Value> initialAccumulators(QuantizationEmitter &e) override {
+    auto zero = [&](int64_t size) -> Value {
+      VectorType type = VectorType::get({size}, e.f32());
+      return arith::ConstantOp::create(
+          e.b, DenseElementsAttr::get(type, e.b.getF32FloatAttr(0.0f)));
+    };
+    if (smallTiles())
+      return SmallVector<Value>(4, zero(4));
+    return {zero(16)};
+  }
+  SmallVector<Value> accumulateStep(QuantizationEmitter &e,
+                                    const StagedStep &step,
+                                    ValueRange accumulators) override;
+  void storeAccumulators(
+      QuantizationEmitter &e, const StagedStep &step, ValueRange accumulators,
+      function_ref<void(Value, Value, Value)> store) override;
+  std::string instruction() override {
+    if (lhs.kind == OperandKind::BF16)
+      return "v_mfma_f32_32x32x16_bf16";
+    return smallTiles() ? "v_mfma_scale_f32_16x16x128_f8f6f4"
+                        : "v_mfma_scale_f32_32x32x64_f8f6f4";
+  }
+  /// A lane's 32 codes of one MX block (K elements kk .. kk + 31 of a
+  /// staged row) as the MFMA's operand vector: FP8 codes as they are, E2M1
+  /// packed into nibbles, the lowest element in the lowest bits.
+  Value blockOperand(QuantizationEmitter &e, const StagedStep &step,
+                     bool left, Value row, Value kk, Value inside);
 };
 
 /// The MFMA element type of an element format's codes.
@@ -71,98 +120,145 @@ Type mfmaElementType(MLIRContext *context, ElementFormat format) {
   }
 }
 
-void AMDGPUGemmLowering::buildGemm(OpBuilder &moduleBuilder) {
-  MLIRContext *context = kernel.getContext();
-  Type f32 = Float32Type::get(context);
-  const int64_t chunks = k / 32;
-  gpu::GPUFuncOp func = createGemmFunction(moduleBuilder, {n / 32, m / 32, 1},
-                                           {64, 1, 1});
-
-  Block &entry = func.getBody().front();
-  ImplicitLocOpBuilder b(matmul.getLoc(), context);
-  b.setInsertionPointToStart(&entry);
-  QuantizationEmitter e(b);
-  Value lhsCodes = entry.getArgument(0), lhsScales = entry.getArgument(1),
-        rhsCodes = entry.getArgument(2), rhsScales = entry.getArgument(3),
-        out = entry.getArgument(4);
-
-  Value lane = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  Value r = arith::RemUIOp::create(b, lane, e.cIndex(32));
-  Value half = e.divIndex(lane, 32);
-  Value m0 = e.mulIndex(gpu::BlockIdOp::create(b, gpu::Dimension::y),
-                        e.cIndex(32));
-  Value n0 =
-      e.mulIndex(gpu::BlockIdOp::create(b, gpu::Dimension::x), e.cIndex(32));
-  Value row = e.addIndex(m0, r), col = e.addIndex(n0, r);
-
-  /// The lane's 32 codes of one MX block as the MFMA's operand vector:
-  /// packed into i32 words, the lowest element in the lowest bits (8 E2M1
-  /// codes or 4 FP8 codes per word), then reinterpreted.
-  auto operand = [&](function_ref<Value(Value)> codeAt,
-                     ElementFormat format) -> Value {
-    const int64_t bits = format == ElementFormat::E2M1 ? 4 : 8;
-    const int64_t perWord = 32 / bits;
-    SmallVector<Value> words;
-    for (int64_t w = 0; w < 32 / perWord; ++w) {
-      Value word = e.c32(0);
-      for (int64_t q = 0; q < perWord; ++q) {
-        Value code = e.zext(codeAt(e.cIndex(w * perWord + q)), e.i32());
-        word = e.bitOr(word, e.shl(code, e.c32(bits * q)));
-      }
-      words.push_back(word);
-    }
-    Value packed = vector::FromElementsOp::create(
-        b, VectorType::get({static_cast<int64_t>(words.size())}, e.i32()),
-        words);
-    return vector::BitCastOp::create(
-        b, VectorType::get({32}, mfmaElementType(context, format)), packed);
-  };
-  auto scaleOf = [&](Value memref, Value index) -> Value {
-    Value code = memref::LoadOp::create(b, memref, ValueRange{index});
-    return arith::BitcastOp::create(b, Float8E8M0FNUType::get(context), code);
-  };
-
-  VectorType accumulator = VectorType::get({16}, f32);
-  Value zero = arith::ConstantOp::create(
-      b, DenseElementsAttr::get(accumulator, b.getF32FloatAttr(0.0f)));
-  // K in steps of 64; when K is an odd number of chunks, the upper lanes of
-  // the last step give zero codes (under a scale of 1), adding nothing.
-  Value sums = e.loop(
-      e.cIndex(0), e.cIndex((k + 63) / 64), ValueRange{zero},
-      [&](Value step, ValueRange acc) -> SmallVector<Value> {
-        Value chunk = e.addIndex(e.mulIndex(step, e.cIndex(2)), half);
-        Value inside = arith::CmpIOp::create(b, CmpIPredicate::ult, chunk,
-                                             e.cIndex(chunks));
-        chunk = arith::MinUIOp::create(b, chunk, e.cIndex(chunks - 1));
-        Value k0 = e.mulIndex(chunk, e.cIndex(32));
-        Value zeroCode = arith::ConstantOp::create(b, b.getI8IntegerAttr(0));
-        auto codeOf = [&](Value memref, Value index) -> Value {
-          return e.select(inside,
-                          memref::LoadOp::create(b, memref, ValueRange{index}),
-                          zeroCode);
-        };
-        Value a = operand(
-            [&](Value j) { return codeOf(lhsCodes, lhsIndex(e, row, e.addIndex(k0, j))); },
-            lhs.quant.getFormat());
-        Value bv = operand(
-            [&](Value j) { return codeOf(rhsCodes, rhsIndex(e, e.addIndex(k0, j), col)); },
-            rhs.quant.getFormat());
-        Value d = amdgpu::ScaledMFMAOp::create(
-            b, accumulator, 32, 32, 64, a, bv, acc[0],
-            scaleOf(lhsScales, lhsScaleIndex(e, row, chunk)),
-            scaleOf(rhsScales, rhsScaleIndex(e, chunk, col)), 0, 0);
-        return {d};
-      })[0];
-  for (int64_t v = 0; v < 16; ++v) {
-    Value outRow = e.addIndex(
-        m0, e.addIndex(e.mulIndex(half, e.cIndex(4)),
-                       e.cIndex(8 * (v / 4) + v % 4)));
-    Value value = vector::ExtractOp::create(b, sums, ArrayRef<int64_t>{v});
-    memref::StoreOp::create(
-        b, value, out,
-        ValueRange{e.addIndex(e.mulIndex(outRow, e.cIndex(n)), col)});
+Value AMDGPUGemmLowering::blockOperand(QuantizationEmitter &e,
+                                       const StagedStep &step, bool left,
+                                       Value row, Value kk, Value inside) {
+  const OperandPlan &operand = left ? lhs : rhs;
+  SmallVector<Value> staged;
+  for (int64_t w = 0; w < 8; ++w) {
+    Value at = e.addIndex(kk, e.cIndex(4 * w));
+    Value word = left ? lhsWord(e, step, row, at) : rhsWord(e, step, row, at);
+    staged.push_back(inside ? e.select(inside, word, e.c32(0)) : word);
   }
-  gpu::ReturnOp::create(b);
+  SmallVector<Value> words;
+  if (operand.quant.getFormat() != ElementFormat::E2M1) {
+    words = staged;
+  } else {
+    // Byte q of a staged word (a code below 16) to nibble q.
+    auto nibbles = [&](Value word) {
+      Value packed = e.c32(0);
+      for (int64_t q = 0; q < 4; ++q)
+        packed = e.bitOr(packed, e.bitAnd(e.shrui(word, e.c32(4 * q)),
+                                          e.c32(0xF << (4 * q))));
+      return packed;
+    };
+    for (int64_t w = 0; w < 4; ++w)
+      words.push_back(e.bitOr(nibbles(staged[2 * w]),
+                              e.shl(nibbles(staged[2 * w + 1]), e.c32(16))));
+  }
+  MLIRContext *context = kernel.getContext();
+  Value packed = vector::FromElementsOp::create(
+      e.b, VectorType::get({static_cast<int64_t>(words.size())}, e.i32()),
+      words);
+  return vector::BitCastOp::create(
+      e.b,
+      VectorType::get({32}, mfmaElementType(context, operand.quant.getFormat())),
+      packed);
+}
+
+SmallVector<Value>
+AMDGPUGemmLowering::accumulateStep(QuantizationEmitter &e,
+                                   const StagedStep &step,
+                                   ValueRange accumulators) {
+  MLIRContext *context = kernel.getContext();
+  auto scale = [&](Value code) {
+    return e.bitcast(e.trunc(code, e.i8()), Float8E8M0FNUType::get(context));
+  };
+  SmallVector<Value> acc(accumulators);
+  if (lhs.kind == OperandKind::BF16) {
+    Value r = arith::RemUIOp::create(e.b, step.lane, e.cIndex(32));
+    Value half = e.divIndex(step.lane, 32);
+    auto operand = [&](bool left, Value kk) {
+      SmallVector<Value> words;
+      for (int64_t w = 0; w < 4; ++w) {
+        Value at = e.addIndex(kk, e.cIndex(2 * w));
+        words.push_back(left ? lhsWord(e, step, e.addIndex(step.warpRow, r), at)
+                             : rhsWord(e, step, e.addIndex(step.warpCol, r), at));
+      }
+      Value packed = vector::FromElementsOp::create(
+          e.b, VectorType::get({4}, e.i32()), words);
+      return vector::BitCastOp::create(
+          e.b, VectorType::get({8}, BFloat16Type::get(context)), packed);
+    };
+    for (int64_t q = 0; q < tiling.stepK / 16; ++q) {
+      Value kk = e.addIndex(e.cIndex(16 * q), e.mulIndex(half, e.cIndex(8)));
+      acc[0] = amdgpu::MFMAOp::create(e.b, acc[0].getType(), 32, 32, 16, 1,
+                                      operand(true, kk), operand(false, kk),
+                                      acc[0]);
+    }
+    return acc;
+  }
+  if (smallTiles()) {
+    Value r = arith::RemUIOp::create(e.b, step.lane, e.cIndex(16));
+    Value group = e.divIndex(step.lane, 16);
+    Value kk = e.mulIndex(group, e.cIndex(32));
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 2; ++j) {
+        Value row = e.addIndex(step.warpRow, e.addIndex(r, e.cIndex(16 * i)));
+        Value col = e.addIndex(step.warpCol, e.addIndex(r, e.cIndex(16 * j)));
+        Value &c = acc[2 * i + j];
+        c = amdgpu::ScaledMFMAOp::create(
+            e.b, c.getType(), 16, 16, 128,
+            blockOperand(e, step, true, row, kk, nullptr),
+            blockOperand(e, step, false, col, kk, nullptr), c,
+            scale(lhsScaleCode(e, step, row, group)),
+            scale(rhsScaleCode(e, step, col, group)), 0, 0);
+      }
+    return acc;
+  }
+  Value r = arith::RemUIOp::create(e.b, step.lane, e.cIndex(32));
+  Value half = e.divIndex(step.lane, 32);
+  Value row = e.addIndex(step.warpRow, r), col = e.addIndex(step.warpCol, r);
+  for (int64_t q = 0; q < std::max<int64_t>(1, tiling.stepK / 64); ++q) {
+    // A step of 32: the upper lanes give zero codes under the lower lanes'
+    // scales, adding nothing (and NaN exactly where the lower half has it).
+    Value inside = nullptr;
+    Value blockInStep = e.addIndex(e.cIndex(2 * q), half);
+    if (tiling.stepK == 32) {
+      inside = arith::CmpIOp::create(e.b, CmpIPredicate::eq, half,
+                                     e.cIndex(0));
+      blockInStep = e.cIndex(0);
+    }
+    Value kk = e.mulIndex(blockInStep, e.cIndex(32));
+    acc[0] = amdgpu::ScaledMFMAOp::create(
+        e.b, acc[0].getType(), 32, 32, 64,
+        blockOperand(e, step, true, row, kk, inside),
+        blockOperand(e, step, false, col, kk, inside), acc[0],
+        scale(lhsScaleCode(e, step, row, blockInStep)),
+        scale(rhsScaleCode(e, step, col, blockInStep)), 0, 0);
+  }
+  return acc;
+}
+
+void AMDGPUGemmLowering::storeAccumulators(
+    QuantizationEmitter &e, const StagedStep &step, ValueRange accumulators,
+    function_ref<void(Value, Value, Value)> store) {
+  if (smallTiles()) {
+    Value r = arith::RemUIOp::create(e.b, step.lane, e.cIndex(16));
+    Value group = e.divIndex(step.lane, 16);
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        for (int64_t v = 0; v < 4; ++v) {
+          Value row = e.addIndex(
+              step.warpRow, e.addIndex(e.mulIndex(group, e.cIndex(4)),
+                                       e.cIndex(16 * i + v)));
+          Value col =
+              e.addIndex(step.warpCol, e.addIndex(r, e.cIndex(16 * j)));
+          store(vector::ExtractOp::create(e.b, accumulators[2 * i + j],
+                                          ArrayRef<int64_t>{v}),
+                row, col);
+        }
+    return;
+  }
+  Value r = arith::RemUIOp::create(e.b, step.lane, e.cIndex(32));
+  Value half = e.divIndex(step.lane, 32);
+  for (int64_t v = 0; v < 16; ++v) {
+    Value row = e.addIndex(
+        step.warpRow, e.addIndex(e.mulIndex(half, e.cIndex(4)),
+                                 e.cIndex(8 * (v / 4) + v % 4)));
+    store(vector::ExtractOp::create(e.b, accumulators[0], ArrayRef<int64_t>{v}),
+          row, e.addIndex(step.warpCol, r));
+  }
 }
 
 class ConvertTetraToAMDGPU
@@ -180,7 +276,7 @@ void ConvertTetraToAMDGPU::runOnOperation() {
     return signalPassFailure();
   }
   if (failed(lowerGemmKernels(module, [&](KernelOp kernel) {
-        return AMDGPUGemmLowering(kernel, chip).lower(module);
+        return AMDGPUGemmLowering(kernel, chip, blockTile).lower(module);
       })))
     return signalPassFailure();
 }

@@ -1,31 +1,35 @@
 //===- TetraToNVVM.cpp - sm_90a code for tetra GEMM kernels ---------------===//
 //
-// `--convert-tetra-to-nvvm{chip=sm_90a}`: every GEMM `tetra.kernel` (block-
-// scaled operands, each rotated or not, quantized along K, and their
-// `tetra.scaled_matmul`) becomes a `gpu.module` of three launches:
+// `--convert-tetra-to-nvvm{chip=sm_90a}`: every GEMM `tetra.kernel` becomes a
+// `gpu.module` from the shared plan (GemmKernelPlan.h): its prologue
+// launches (rotation and quantization, the same on every chip) and its GEMM
+// launch, whose staged tiles the warps read with sm_90a's mma.sync:
 //
-//   NAME__lhs, NAME__rhs  one thread per segment of the operand along K
-//                         (the larger of the quantization and rotation
-//                         blocks): the rotation's butterflies in a local
-//                         buffer, then each block's scale and codes, from
-//                         the shared QuantizationEmitter (bit for bit what
-//                         runtime/numerics computes);
-//   NAME__gemm            one warp per 16 x 8 tile of the result; K in
-//                         chunks of 32 (the MX block): each chunk's codes,
-//                         widened to E4M3 (E2M1 values are exact in E4M3)
-//                         or kept E4M3/E5M2, go through one
-//                         mma.sync.m16n8k32 started from zero, and the
-//                         chunk's two E8M0 scales are applied to its sum in
-//                         fp32 (scaleChunk), the chunks accumulated in order. For MXFP4 x
-//                         MXFP4 every chunk's sum is exact, so the result is
-//                         the scaled_matmul contract's bit for bit.
+//   block-scaled operands  each K chunk of 32 of a warp's 32 x 32 tile is
+//                          eight mma.sync.m16n8k32 (2 x 4 tiles of 16 x 8)
+//                          started from zero, E2M1 codes widened to E4M3
+//                          bytes as they are staged (every E2M1 value is
+//                          exact in E4M3), E4M3/E5M2 as they are; the
+//                          chunk's scales apply to its sum in fp32 and the
+//                          chunks accumulate in order. MX x MX: the two
+//                          E8M0 scales exactly (scaleHalves), so MXFP4 x
+//                          MXFP4 is the scaled_matmul contract bit for bit.
+//                          With an NVFP4 operand the chunk is 16: each
+//                          m16n8k32 sees one half of K, the other zeroed,
+//                          and each side's factor is decodeE4M3(scale) x
+//                          tensor scale (MX: 2^e), within the contract's
+//                          error bound.
+//   bf16 x bf16            mma.sync.m16n8k16.bf16 accumulating over all of
+//                          K in fp32 (the contract's G = K), within bound.
 //
-// The launch contract (grid, block, arguments) is recorded on each
-// gpu.func (`tetra.launch`) for the bundle's manifest. A kernel the target
-// cannot implement is an error naming the linear, the GEMM role and the
-// target; nothing unsupported reaches LLVM (its NVPTX backend aborts on
-// E2M1 conversions for sm_90a, which is why none are emitted: E2M1 codes are
-// widened with integer arithmetic).
+// Do not chain K = 32 FP8 steps in the tensor-core accumulator: Hopper's
+// FP8 accumulation keeps about 14 bits. The launch contract (grid, block,
+// arguments) is recorded on each gpu.func (`tetra.launch`) for the
+// bundle's manifest. A kernel the target cannot implement is an error
+// naming the linear, the GEMM role and the target; nothing unsupported
+// reaches LLVM (its NVPTX backend aborts on E2M1 conversions for sm_90a,
+// which is why none are emitted: E2M1 codes are widened with integer
+// arithmetic).
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +44,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 namespace tetra {
@@ -53,154 +58,278 @@ using namespace tetra::conversion;
 
 namespace {
 
-/// sm_90a's GEMM launch: one warp per 16 x 8 tile, mma.sync.m16n8k32.
+/// sm_90a's matrix instructions on the plan's staged tiles: a warp's 32 x 32
+/// tile as 2 x 4 mma.sync tiles of 16 x 8; each thread holds four results
+/// of each (rows g, g + 8 and columns 2t, 2t + 1 of the tile, for lane
+/// 4g + t).
 class NVVMGemmLowering : public GemmKernelLowering {
 public:
-  NVVMGemmLowering(KernelOp kernel, StringRef chip)
-      : GemmKernelLowering(kernel, chip, {16, 8, 32}) {}
+  NVVMGemmLowering(KernelOp kernel, StringRef chip, int64_t blockTile)
+      : GemmKernelLowering(kernel, chip, /*lanes=*/32, blockTile) {}
 
 private:
-  void buildGemm(OpBuilder &moduleBuilder) override;
+  static constexpr int64_t kTilesM = 2, kTilesN = 4;
+
+  SmallVector<Value> initialAccumulators(QuantizationEmitter &e) override {
+    return SmallVector<Value>(kTilesM * kTilesN * 4, e.cF32(0.0f));
+  }
+  SmallVector<Value> accumulateStep(QuantizationEmitter &e,
+                                    const StagedStep &step,
+                                    ValueRange accumulators) override;
+  void storeAccumulators(
+      QuantizationEmitter &e, const StagedStep &step, ValueRange accumulators,
+      function_ref<void(Value, Value, Value)> store) override;
+  Value stageWord(QuantizationEmitter &e, Value word,
+                  const OperandPlan &operand) override;
+  std::string instruction() override {
+    return lhs.kind == OperandKind::BF16 ? "mma.sync.m16n8k16.bf16"
+                                         : "mma.sync.m16n8k32." +
+                                               mmaType(lhs) + "." +
+                                               mmaType(rhs);
+  }
+  static std::string mmaType(const OperandPlan &operand) {
+    return operand.quant.getFormat() == ElementFormat::E5M2 ? "e5m2" : "e4m3";
+  }
+  SmallVector<Value> accumulateBlockScaled(QuantizationEmitter &e,
+                                           const StagedStep &step,
+                                           ValueRange accumulators);
+  SmallVector<Value> accumulateBF16(QuantizationEmitter &e,
+                                    const StagedStep &step,
+                                    ValueRange accumulators);
+  /// The row (column) inside the block's tile of the thread's result `r`
+  /// (0..3) of mma tile (i, j).
+  Value resultRow(QuantizationEmitter &e, const StagedStep &step, int64_t i,
+                  int64_t r) {
+    Value g = e.divIndex(step.lane, 4);
+    return e.addIndex(step.warpRow,
+                      e.addIndex(g, e.cIndex(16 * i + 8 * (r >> 1))));
+  }
+  Value resultCol(QuantizationEmitter &e, const StagedStep &step, int64_t j,
+                  int64_t r) {
+    Value t = arith::RemUIOp::create(e.b, step.lane, e.cIndex(4));
+    return e.addIndex(step.warpCol, e.addIndex(e.mulIndex(t, e.cIndex(2)),
+                                               e.cIndex(8 * j + (r & 1))));
+  }
 };
 
-/// A chunk's exact sum times 2^ea · 2^eb, the two E8M0 scale codes `ca`,
-/// `cb` (i32). The exponent s = ea + eb is split in halves, s1 = floor(s/2)
-/// and s2 = s - s1 (each in [-127, 127], so 2^si is an exact E8M0 value):
-/// (sum · 2^s1) · 2^s2 is exact whenever the result is a normal fp32 and no
-/// product of the dequantized values overflows, which is when the
-/// scaled_matmul contract's per-element products are exact too. A NaN scale
-/// (0xFF) gives NaN.
-Value scaleChunk(QuantizationEmitter &e, Value sum, Value ca, Value cb) {
-  Value s = e.sub(e.add(ca, cb), e.c32(254));
-  Value s1 = arith::ShRSIOp::create(e.b, s, e.c32(1));
-  Value s2 = e.sub(s, s1);
-  Value scaled = e.mulf(e.mulf(sum, e.decodeE8M0(e.add(s1, e.c32(127)))),
-                        e.decodeE8M0(e.add(s2, e.c32(127))));
-  Value nanScale = arith::OrIOp::create(
-      e.b, e.cmp(CmpIPredicate::eq, ca, e.c32(0xFF)),
-      e.cmp(CmpIPredicate::eq, cb, e.c32(0xFF)));
-  return e.select(nanScale, e.cF32Bits(0x7FC00000), scaled);
-}
-
-/// The MMA operand type an element format's codes go through.
-StringRef mmaType(ElementFormat format) {
-  return format == ElementFormat::E5M2 ? "e5m2" : "e4m3";
-}
-
-void NVVMGemmLowering::buildGemm(OpBuilder &moduleBuilder) {
-  MLIRContext *context = kernel.getContext();
-  Type f32 = Float32Type::get(context);
-  const int64_t chunks = k / 32;
-  gpu::GPUFuncOp func = createGemmFunction(moduleBuilder, {n / 8, m / 16, 1},
-                                           {32, 1, 1});
-
-  Block &entry = func.getBody().front();
-  ImplicitLocOpBuilder b(matmul.getLoc(), context);
-  b.setInsertionPointToStart(&entry);
-  QuantizationEmitter e(b);
-  Value lhsCodes = entry.getArgument(0), lhsScales = entry.getArgument(1),
-        rhsCodes = entry.getArgument(2), rhsScales = entry.getArgument(3),
-        out = entry.getArgument(4);
-
-  Value lane = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  Value g = e.divIndex(lane, 4);
-  Value t = arith::RemUIOp::create(b, lane, e.cIndex(4));
-  Value m0 = e.mulIndex(gpu::BlockIdOp::create(b, gpu::Dimension::y),
-                        e.cIndex(16));
-  Value n0 =
-      e.mulIndex(gpu::BlockIdOp::create(b, gpu::Dimension::x), e.cIndex(8));
-
-  // An element's MMA byte: E2M1 codes widened to E4M3 (exact) through the
-  // magnitude table 0, .5, 1, 1.5, 2, 3, 4, 6 with the sign moved to bit 7;
-  // E4M3 and E5M2 codes are the MMA's own bytes.
-  auto mmaByte = [&](Value code, ElementFormat format) -> Value {
-    Value c = e.zext(code, e.i32());
-    if (format != ElementFormat::E2M1)
-      return c;
-    Value magnitude = e.zext(e.bitAnd(c, e.c32(7)), e.i64());
-    Value table = e.c64(static_cast<int64_t>(0x4C4844403C383000ull));
-    Value byte = e.trunc(
-        e.bitAnd(e.shrui(table, e.mul(magnitude, e.c64(8))), e.c64(0xFF)),
-        e.i32());
-    return e.bitOr(byte, e.shl(e.bitAnd(c, e.c32(8)), e.c32(4)));
+/// The halves of an E8M0 scale 2^a (code `code`, i32): 2^floor(a/2) and
+/// 2^ceil(a/2), each an exact E8M0 value; NaN for the NaN code 0xFF. For
+/// two MX scales, (A1·B1) and (A2·B2) are exact fp32 powers of two
+/// (exponents in [-128, 127]) whose product is 2^(a+b), so a chunk's exact
+/// sum times them, in that order, is exact whenever the result is a normal
+/// fp32 and no product of dequantized values overflows — which is when the
+/// scaled_matmul contract's per-element products are exact too.
+std::pair<Value, Value> scaleHalves(QuantizationEmitter &e, Value code) {
+  Value a = e.sub(code, e.c32(127));
+  Value lower = arith::ShRSIOp::create(e.b, a, e.c32(1));
+  Value upper = e.sub(a, lower);
+  Value nan = e.cmp(CmpIPredicate::eq, code, e.c32(0xFF));
+  auto power = [&](Value exponent) {
+    return e.select(nan, e.cF32Bits(0x7FC00000),
+                    e.decodeE8M0(e.add(exponent, e.c32(127))));
   };
-  /// Four codes (k .. k+3 along K) packed in an i32, the lowest first.
-  auto pack = [&](function_ref<Value(int64_t)> codeAt, ElementFormat format) {
-    Value word = e.c32(0);
-    for (int64_t q = 0; q < 4; ++q)
-      word = e.bitOr(word, e.shl(mmaByte(codeAt(q), format), e.c32(8 * q)));
+  return {power(lower), power(upper)};
+}
+
+/// Four E2M1 codes (one per byte of `word`) widened to their E4M3 bytes
+/// (exact), all four at once: magnitude m (3 bits) gives 0 for m = 0, 0x30
+/// (0.5) for m = 1 and 0x30 + 4m for m >= 2 (1, 1.5, 2, 3, 4, 6); the sign
+/// moves from bit 3 to bit 7. No carry crosses a byte.
+Value widenE2M1(QuantizationEmitter &e, Value word) {
+  Value m = e.bitAnd(word, e.c32(0x07070707));
+  Value sign = e.shl(e.bitAnd(word, e.c32(0x08080808)), e.c32(4));
+  // 0xFF in each byte whose magnitude is >= 2 (>= 1).
+  auto atLeast = [&](int64_t bound) {
+    Value bit = e.bitAnd(e.shrui(e.add(m, e.c32(0x01010101 * (8 - bound))),
+                                 e.c32(3)),
+                         e.c32(0x01010101));
+    return e.mul(bit, e.c32(0xFF));
+  };
+  Value two = atLeast(2), one = atLeast(1);
+  Value large = e.bitAnd(e.add(e.shl(m, e.c32(2)), e.c32(0x30303030)), two);
+  Value half = e.bitAnd(e.c32(0x30303030),
+                        e.bitAnd(one, e.bitXor(two, e.c32(-1))));
+  return e.bitOr(e.bitOr(large, half), sign);
+}
+
+Value NVVMGemmLowering::stageWord(QuantizationEmitter &e, Value word,
+                                  const OperandPlan &operand) {
+  if (operand.quant.getFormat() != ElementFormat::E2M1)
     return word;
+  return widenE2M1(e, word);
+}
+
+SmallVector<Value>
+NVVMGemmLowering::accumulateStep(QuantizationEmitter &e,
+                                 const StagedStep &step,
+                                 ValueRange accumulators) {
+  return lhs.kind == OperandKind::BF16
+             ? accumulateBF16(e, step, accumulators)
+             : accumulateBlockScaled(e, step, accumulators);
+}
+
+SmallVector<Value>
+NVVMGemmLowering::accumulateBlockScaled(QuantizationEmitter &e,
+                                        const StagedStep &step,
+                                        ValueRange accumulators) {
+  MLIRContext *context = kernel.getContext();
+  Type f32 = e.f32();
+  Type fragment =
+      LLVM::LLVMStructType::getLiteral(context, {f32, f32, f32, f32});
+  const std::string intrinsic = "llvm.nvvm.mma.m16n8k32.row.col.f32." +
+                                mmaType(lhs) + "." + mmaType(rhs) + ".f32";
+  Value g = e.divIndex(step.lane, 4);
+  Value t = arith::RemUIOp::create(e.b, step.lane, e.cIndex(4));
+  Value zeroF = e.cF32(0.0f), zeroWord = e.c32(0);
+  const bool exactScales =
+      lhs.kind == OperandKind::MX && rhs.kind == OperandKind::MX;
+  const int64_t halves = tiling.chunk == 16 ? 2 : 1;
+
+  // Each side's scale factor of a chunk: MX 2^e (in halves, exactly, when
+  // both are MX), NVFP4 decodeE4M3(code) x the tensor scale.
+  const FormatConstants e4m3 = constantsOf(numerics::ElementFormat::E4M3);
+  auto factor = [&](const OperandPlan &operand, Value code,
+                    Value tensorScale) -> Value {
+    if (operand.kind == OperandKind::MX)
+      return e.decodeE8M0(code);
+    return e.mulf(e.decode(code, e4m3), tensorScale);
   };
 
-  ElementFormat lhsFormat = lhs.quant.getFormat(),
-                rhsFormat = rhs.quant.getFormat();
-  std::string intrinsic = ("llvm.nvvm.mma.m16n8k32.row.col.f32." +
-                           mmaType(lhsFormat) + "." + mmaType(rhsFormat) +
-                           ".f32")
-                              .str();
-  Type fragment = LLVM::LLVMStructType::getLiteral(context, {f32, f32, f32, f32});
-  Value zeroF = e.cF32(0.0f);
-  SmallVector<Value> rows = {e.addIndex(m0, g),
-                             e.addIndex(m0, e.addIndex(g, e.cIndex(8)))};
-  Value col0 = e.addIndex(n0, e.mulIndex(t, e.cIndex(2)));
-  SmallVector<Value> cols = {col0, e.addIndex(col0, e.cIndex(1))};
-  Value bCol = e.addIndex(n0, g);
-
-  SmallVector<Value> sums = e.loop(
-      e.cIndex(0), e.cIndex(chunks), ValueRange{zeroF, zeroF, zeroF, zeroF},
-      [&](Value chunk, ValueRange acc) -> SmallVector<Value> {
-        Value k0 = e.mulIndex(chunk, e.cIndex(32));
-        SmallVector<Value> args;
-        for (int64_t r = 0; r < 4; ++r) {
-          Value row = rows[r & 1];
-          Value kk = e.addIndex(
-              k0, e.addIndex(e.mulIndex(t, e.cIndex(4)), e.cIndex(16 * (r >> 1))));
-          args.push_back(pack(
-              [&](int64_t q) {
-                return memref::LoadOp::create(
-                    b, lhsCodes,
-                    ValueRange{lhsIndex(e, row, e.addIndex(kk, e.cIndex(q)))});
-              },
-              lhsFormat));
+  SmallVector<Value> acc(accumulators);
+  for (int64_t q = 0; q < tiling.stepK / 32; ++q) {
+    Value k0 = e.cIndex(q * 32);
+    // Fragments: A register r holds row g (+8 for odd r), K 4t (+16 for
+    // r >= 2); B register r holds column g, K 4t (+16 for r = 1).
+    SmallVector<std::array<Value, 4>> a(kTilesM);
+    SmallVector<std::array<Value, 2>> bw(kTilesN);
+    for (int64_t i = 0; i < kTilesM; ++i)
+      for (int64_t r = 0; r < 4; ++r) {
+        Value row = e.addIndex(step.warpRow,
+                               e.addIndex(g, e.cIndex(16 * i + 8 * (r & 1))));
+        Value kk = e.addIndex(k0, e.addIndex(e.mulIndex(t, e.cIndex(4)),
+                                             e.cIndex(16 * (r >> 1))));
+        a[i][r] = lhsWord(e, step, row, kk);
+      }
+    for (int64_t j = 0; j < kTilesN; ++j)
+      for (int64_t r = 0; r < 2; ++r) {
+        Value col = e.addIndex(step.warpCol, e.addIndex(g, e.cIndex(8 * j)));
+        Value kk = e.addIndex(
+            k0, e.addIndex(e.mulIndex(t, e.cIndex(4)), e.cIndex(16 * r)));
+        bw[j][r] = rhsWord(e, step, col, kk);
+      }
+    for (int64_t h = 0; h < halves; ++h) {
+      // With 16-element chunks, half h of K: the other half's registers 0.
+      auto keep = [&](Value word, int64_t half) {
+        return halves == 1 || half == h ? word : zeroWord;
+      };
+      // The scale codes of the thread's rows and columns for this chunk.
+      auto blockOf = [&](const OperandPlan &operand) {
+        return e.cIndex(operand.block() == 16 ? 2 * q + h : q);
+      };
+      SmallVector<Value> rowCode(kTilesM * 2), colCode(kTilesN * 2);
+      for (int64_t i = 0; i < kTilesM; ++i)
+        for (int64_t half = 0; half < 2; ++half)
+          rowCode[2 * i + half] = lhsScaleCode(
+              e, step, resultRow(e, step, i, 2 * half), blockOf(lhs));
+      for (int64_t j = 0; j < kTilesN; ++j)
+        for (int64_t c = 0; c < 2; ++c)
+          colCode[2 * j + c] =
+              rhsScaleCode(e, step, resultCol(e, step, j, c), blockOf(rhs));
+      // Per row and column: the factor, or (both MX) the scale's halves.
+      SmallVector<std::pair<Value, Value>> rowFactor, colFactor;
+      for (Value code : rowCode)
+        rowFactor.push_back(exactScales
+                                ? scaleHalves(e, code)
+                                : std::pair{factor(lhs, code, step.lhsTensorScale),
+                                            Value()});
+      for (Value code : colCode)
+        colFactor.push_back(exactScales
+                                ? scaleHalves(e, code)
+                                : std::pair{factor(rhs, code, step.rhsTensorScale),
+                                            Value()});
+      for (int64_t i = 0; i < kTilesM; ++i)
+        for (int64_t j = 0; j < kTilesN; ++j) {
+          SmallVector<Value> args = {keep(a[i][0], 0), keep(a[i][1], 0),
+                                     keep(a[i][2], 1), keep(a[i][3], 1),
+                                     keep(bw[j][0], 0), keep(bw[j][1], 1),
+                                     zeroF, zeroF, zeroF, zeroF};
+          Value d = LLVM::CallIntrinsicOp::create(
+                        e.b, fragment, e.b.getStringAttr(intrinsic), args)
+                        .getResult(0);
+          for (int64_t r = 0; r < 4; ++r) {
+            Value partial = LLVM::ExtractValueOp::create(e.b, d, r);
+            int64_t rowAt = 2 * i + (r >> 1), colAt = 2 * j + (r & 1);
+            auto [a1, a2] = rowFactor[rowAt];
+            auto [b1, b2] = colFactor[colAt];
+            // acc + (partial·x)·y in one rounding: the product is exact
+            // for MX x MX (above), and rounded once otherwise.
+            Value x = exactScales ? e.mulf(a1, b1) : a1;
+            Value y = exactScales ? e.mulf(a2, b2) : b1;
+            Value &sum = acc[(i * kTilesN + j) * 4 + r];
+            sum = math::FmaOp::create(e.b, e.mulf(partial, x), y, sum);
+          }
         }
-        for (int64_t r = 0; r < 2; ++r) {
-          Value kk = e.addIndex(
-              k0, e.addIndex(e.mulIndex(t, e.cIndex(4)), e.cIndex(16 * r)));
-          args.push_back(pack(
-              [&](int64_t q) {
-                return memref::LoadOp::create(
-                    b, rhsCodes,
-                    ValueRange{rhsIndex(e, e.addIndex(kk, e.cIndex(q)), bCol)});
-              },
-              rhsFormat));
-        }
-        args.append({zeroF, zeroF, zeroF, zeroF});
-        Value d = LLVM::CallIntrinsicOp::create(b, fragment,
-                                                b.getStringAttr(intrinsic), args)
-                      .getResult(0);
-        SmallVector<Value> next;
-        for (int64_t r = 0; r < 4; ++r) {
-          Value partial = LLVM::ExtractValueOp::create(b, d, r);
-          Value row = rows[r >> 1], col = cols[r & 1];
-          Value ca = e.zext(
-              memref::LoadOp::create(b, lhsScales,
-                                     ValueRange{lhsScaleIndex(e, row, chunk)}),
-              e.i32());
-          Value cb = e.zext(
-              memref::LoadOp::create(b, rhsScales,
-                                     ValueRange{rhsScaleIndex(e, chunk, col)}),
-              e.i32());
-          next.push_back(e.addf(acc[r], scaleChunk(e, partial, ca, cb)));
-        }
-        return next;
-      });
-  for (int64_t r = 0; r < 4; ++r) {
-    Value row = rows[r >> 1], col = cols[r & 1];
-    memref::StoreOp::create(
-        b, sums[r], out,
-        ValueRange{e.addIndex(e.mulIndex(row, e.cIndex(n)), col)});
+    }
   }
-  gpu::ReturnOp::create(b);
+  return acc;
+}
+
+SmallVector<Value> NVVMGemmLowering::accumulateBF16(QuantizationEmitter &e,
+                                                    const StagedStep &step,
+                                                    ValueRange accumulators) {
+  MLIRContext *context = kernel.getContext();
+  Type f32 = e.f32();
+  Type fragment =
+      LLVM::LLVMStructType::getLiteral(context, {f32, f32, f32, f32});
+  Value g = e.divIndex(step.lane, 4);
+  Value t = arith::RemUIOp::create(e.b, step.lane, e.cIndex(4));
+  SmallVector<Value> acc(accumulators);
+  for (int64_t q = 0; q < tiling.stepK / 16; ++q) {
+    Value k0 = e.cIndex(q * 16);
+    // A register r: row g (+8 for odd r), K 2t, 2t + 1 (+8 for r >= 2);
+    // B register r: column g, K 2t, 2t + 1 (+8 for r = 1).
+    SmallVector<std::array<Value, 4>> a(kTilesM);
+    SmallVector<std::array<Value, 2>> bw(kTilesN);
+    for (int64_t i = 0; i < kTilesM; ++i)
+      for (int64_t r = 0; r < 4; ++r) {
+        Value row = e.addIndex(step.warpRow,
+                               e.addIndex(g, e.cIndex(16 * i + 8 * (r & 1))));
+        Value kk = e.addIndex(k0, e.addIndex(e.mulIndex(t, e.cIndex(2)),
+                                             e.cIndex(8 * (r >> 1))));
+        a[i][r] = lhsWord(e, step, row, kk);
+      }
+    for (int64_t j = 0; j < kTilesN; ++j)
+      for (int64_t r = 0; r < 2; ++r) {
+        Value col = e.addIndex(step.warpCol, e.addIndex(g, e.cIndex(8 * j)));
+        Value kk = e.addIndex(
+            k0, e.addIndex(e.mulIndex(t, e.cIndex(2)), e.cIndex(8 * r)));
+        bw[j][r] = rhsWord(e, step, col, kk);
+      }
+    for (int64_t i = 0; i < kTilesM; ++i)
+      for (int64_t j = 0; j < kTilesN; ++j) {
+        Value *c = &acc[(i * kTilesN + j) * 4];
+        SmallVector<Value> args = {a[i][0], a[i][1], a[i][2], a[i][3],
+                                   bw[j][0], bw[j][1], c[0], c[1], c[2], c[3]};
+        Value d = LLVM::CallIntrinsicOp::create(
+                      e.b, fragment,
+                      e.b.getStringAttr("llvm.nvvm.mma.m16n8k16.row.col.bf16"),
+                      args)
+                      .getResult(0);
+        for (int64_t r = 0; r < 4; ++r)
+          c[r] = LLVM::ExtractValueOp::create(e.b, d, r);
+      }
+  }
+  return acc;
+}
+
+void NVVMGemmLowering::storeAccumulators(
+    QuantizationEmitter &e, const StagedStep &step, ValueRange accumulators,
+    function_ref<void(Value, Value, Value)> store) {
+  for (int64_t i = 0; i < kTilesM; ++i)
+    for (int64_t j = 0; j < kTilesN; ++j)
+      for (int64_t r = 0; r < 4; ++r)
+        store(accumulators[(i * kTilesN + j) * 4 + r],
+              resultRow(e, step, i, r), resultCol(e, step, j, r));
 }
 
 class ConvertTetraToNVVM
@@ -218,7 +347,7 @@ void ConvertTetraToNVVM::runOnOperation() {
     return signalPassFailure();
   }
   if (failed(lowerGemmKernels(module, [&](KernelOp kernel) {
-        return NVVMGemmLowering(kernel, chip).lower(module);
+        return NVVMGemmLowering(kernel, chip, blockTile).lower(module);
       })))
     return signalPassFailure();
 }

@@ -1,33 +1,41 @@
 // --convert-tetra-to-amdgpu{chip=gfx950}: the same plan as sm_90a (the
-// operand launches and the description are shared; this file's first RUN
-// checks them under the PLAN prefix for both conversions), and gfx950's
-// own GEMM launch: one wave of 64 lanes per 32 x 32 tile, the scaled MFMA
-// 32x32x64 taking each lane's 32 codes of one MX block and its E8M0 scale.
-// There is no MI355X here: the ISA is checked by test/tools/compile.test.
+// prologue launches, the block tiles, the staging in shared memory / LDS
+// and the description are shared; this file's first RUN checks them under
+// the PLAN prefix for both conversions), and gfx950's own instructions: a
+// wave of 64 lanes per 32 x 32 of a block's tile, the scaled MFMA taking
+// each lane's 32 codes of one MX block and its E8M0 scale. There is no
+// MI355X here: the ISA is checked by test/tools/compile.test.
 // RUN: tetra-opt %s --split-input-file --convert-tetra-to-amdgpu --verify-diagnostics | FileCheck %s --check-prefixes=PLAN,AMD
 // RUN: tetra-opt %s --split-input-file --convert-tetra-to-nvvm --verify-diagnostics | FileCheck %s --check-prefixes=PLAN,NV
 
 // Wgrad under the study's fix: MXFP4, a Hadamard of 32 along the tokens.
-// Both targets: the same description, the same operand launches (one
+// Both targets: the same description and plan (one 64 x 32 block tile, K =
+// 128 in one staged step, chunks of 32), the same prologue launches (one
 // thread per 32-token segment: 4 x 64 = 256 threads for dY, 4 x 32 for X;
 // rotated in private memory allocated at the entry, then quantized), in
-// the same order.
+// the same order, and the same GEMM arguments and staged bytes.
 // PLAN-LABEL: gpu.module @wo_wgrad
-// PLAN-SAME: tetra.gemm = {gemm = "wo_wgrad", k = 128 : i64, lhs = {axis = 0 : i64, block = 32 : i64, format = "e2m1", input = 0 : i64, rotation = {block = 32 : i64, kind = "hadamard", schedule = "fixed", seed = 0 : i64}, rounding = "nearest_even", rule = "floor", scale = "e8m0", shape = array<i64: 128, 64>, tensor_id = 0 : i64}, m = 64 : i64, n = 32 : i64
-// PLAN: gpu.func @wo_wgrad__lhs({{.*}}) kernel attributes {tetra.launch = {arguments = ["input:0", "scratch:lhs.codes", "scratch:lhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 2, 1, 1>}}
+// PLAN-SAME: tetra.gemm = {gemm = "wo_wgrad", k = 128 : i64, lhs = {axis = 0 : i64, block = 32 : i64, format = "e2m1", input = 0 : i64, kind = "mx", rotation = {block = 32 : i64, kind = "hadamard", schedule = "fixed", seed = 0 : i64}, rounding = "nearest_even", rule = "floor", scale = "e8m0", shape = array<i64: 128, 64>, tensor_id = 0 : i64}, m = 64 : i64, n = 32 : i64
+// PLAN-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, instruction = "{{[^"]*}}", staged_bytes = 14208 : i64, step_k = 128 : i64, warp_tile = array<i64: 32, 32>}
+// PLAN: gpu.func @wo_wgrad__lhs({{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>, tetra.launch = {arguments = ["input:0", "scratch:lhs.codes", "scratch:lhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 2, 1, 1>}}
 // PLAN: memref.alloca() : memref<32xf32, #gpu.address_space<private>>
 // PLAN: memref.alloca() : memref<32xf32, #gpu.address_space<private>>
 // PLAN-NEXT: scf.if
-// PLAN: gpu.func @wo_wgrad__rhs({{.*}}) kernel attributes {tetra.launch = {arguments = ["input:1", "scratch:rhs.codes", "scratch:rhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>}}
-// Then each target's MMA launch: gfx950 one 64-lane wave per 32 x 32
-// tile (a 2 x 1 grid for 64 x 32), two chunks of 32 per scaled MFMA;
-// sm_90a one warp per 16 x 8 tile (4 x 4), one chunk per MMA.
-// AMD: gpu.func @wo_wgrad__gemm
-// AMD-SAME: block = array<i64: 64, 1, 1>, grid = array<i64: 1, 2, 1>
-// AMD: amdgpu.scaled_mfma 32x32x64 ({{.*}}[0] * {{.*}}) * ({{.*}}[0] * {{.*}}) + {{.*}} : f8E8M0FNU, vector<32xf4E2M1FN>, f8E8M0FNU, vector<32xf4E2M1FN>, vector<16xf32>
-// NV: gpu.func @wo_wgrad__gemm
-// NV-SAME: block = array<i64: 32, 1, 1>, grid = array<i64: 4, 4, 1>
-// NV: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"
+// PLAN: gpu.func @wo_wgrad__rhs({{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>, tetra.launch = {arguments = ["input:1", "scratch:rhs.codes", "scratch:rhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>}}
+// PLAN: gpu.func @wo_wgrad__gemm(%{{.*}}: memref<2048xi32>, %{{.*}}: memref<256xi8>, %{{.*}}: memref<1024xi32>, %{{.*}}: memref<128xi8>, %{{.*}}: memref<2048xf32>) workgroup(%{{.*}} : memref<14208xi8, #gpu.address_space<workgroup>>)
+// The block: two waves of 64 lanes (gfx950) or two warps of 32 (sm_90a).
+// AMD-SAME: block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>
+// NV-SAME: block = array<i64: 64, 1, 1>, grid = array<i64: 1, 1, 1>
+// PLAN: scf.for
+// PLAN: gpu.barrier
+// Then each target's instruction on the staged step: gfx950 four scaled
+// MFMAs 16x16x128 per wave (2 x 2 tiles, each lane one MX block of K);
+// sm_90a four chunks of 32, each eight m16n8k32 started from zero.
+// AMD-COUNT-4: amdgpu.scaled_mfma 16x16x128 ({{.*}}[0] * {{.*}}) * ({{.*}}[0] * {{.*}}) + {{.*}} : f8E8M0FNU, vector<32xf4E2M1FN>, f8E8M0FNU, vector<32xf4E2M1FN>, vector<4xf32>
+// AMD-NOT: amdgpu.scaled_mfma
+// NV-COUNT-32: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"
+// NV-NOT: llvm.call_intrinsic
+// PLAN: gpu.barrier
 #q4 = #tetra.quant<mxfp4>
 #had = #tetra.rotation<hadamard<32>>
 func.func @wgrad(%dy: tensor<128x64xf32>, %x: tensor<128x32xf32>) -> tensor<64x32xf32> {
@@ -44,10 +52,11 @@ func.func @wgrad(%dy: tensor<128x64xf32>, %x: tensor<128x32xf32>) -> tensor<64x3
 
 // -----
 
-// MXFP8: E4M3 codes go to the MFMA as E4M3 (format 0), E5M2 as E5M2.
-// AMD-LABEL: gpu.module @mixed_fprop
+// MXFP8: E4M3 codes go to the MFMA as E4M3 (format 0), E5M2 as E5M2. K =
+// 64 is one step of 64: one scaled MFMA 32x32x64 per wave.
+// PLAN-LABEL: gpu.module @mixed_fprop
+// PLAN-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, instruction = "{{[^"]*}}", staged_bytes = 7872 : i64, step_k = 64 : i64, warp_tile = array<i64: 32, 32>}
 // AMD: amdgpu.scaled_mfma 32x32x64 {{.*}} : f8E8M0FNU, vector<32xf8E4M3FN>, f8E8M0FNU, vector<32xf8E5M2>, vector<16xf32>
-// NV-LABEL: gpu.module @mixed_fprop
 // NV: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e5m2.f32"
 #e4 = #tetra.quant<mxfp8_e4m3>
 #e5 = #tetra.quant<mxfp8_e5m2>
@@ -59,6 +68,31 @@ func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
     tetra.yield %c : tensor<64x32xf32>
   }
   return %y : tensor<64x32xf32>
+}
+
+// -----
+
+// BF16 x BF16: the same prologue (rounding to bf16, 2-byte codes) and the
+// same plan (steps of 64, one chunk of all K) on both; gfx950 accumulates
+// in v_mfma_f32_32x32x16_bf16, sm_90a in mma.sync.m16n8k16.bf16.
+// PLAN-LABEL: gpu.module @lm_head_dgrad
+// PLAN-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, instruction = "{{[^"]*}}", staged_bytes = 18432 : i64, step_k = 64 : i64, warp_tile = array<i64: 32, 32>}
+// PLAN: gpu.func @lm_head_dgrad__lhs(%{{.*}}: memref<8192xf32>, %{{.*}}: memref<8192xi16>
+// PLAN: gpu.func @lm_head_dgrad__rhs(%{{.*}}: memref<8192xf32>, %{{.*}}: memref<8192xi16>
+// PLAN: gpu.func @lm_head_dgrad__gemm
+// AMD-COUNT-4: amdgpu.mfma 32x32x16 {{.*}} : vector<8xbf16>, vector<8xbf16>, vector<16xf32>
+// NV: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k16.row.col.bf16"
+#bf = #tetra.quant<bf16>
+func.func @dgrad(%dy: tensor<64x128xf32>, %w: tensor<128x64xf32>) -> tensor<64x64xf32> {
+  %dx = tetra.kernel "lm_head_dgrad" (%a = %dy, %b = %w) : (tensor<64x128xf32>, tensor<128x64xf32>) -> tensor<64x64xf32> {
+    %at = arith.truncf %a : tensor<64x128xf32> to tensor<64x128xbf16>
+    %ae = arith.extf %at : tensor<64x128xbf16> to tensor<64x128xf32>
+    %bt = arith.truncf %b : tensor<128x64xf32> to tensor<128x64xbf16>
+    %be = arith.extf %bt : tensor<128x64xbf16> to tensor<128x64xf32>
+    %c = tetra.scaled_matmul (%ae as #bf), (%be as #bf) role dgrad : (tensor<64x128xf32>, tensor<128x64xf32>) -> tensor<64x64xf32>
+    tetra.yield %c : tensor<64x64xf32>
+  }
+  return %dx : tensor<64x64xf32>
 }
 
 

@@ -1,29 +1,39 @@
 // --convert-tetra-to-nvvm{chip=sm_90a}: each GEMM tetra.kernel becomes a
-// gpu.module of three launches — both operands rotated and quantized by
-// one thread per segment along K, then one warp per 16 x 8 tile of mma.sync
-// m16n8k32 — with what it computes (tetra.gemm) and each launch's contract
-// (tetra.launch) recorded for the bundle's manifest. A GEMM the target
-// cannot run is an error naming it and the target.
+// gpu.module of the plan's launches — each operand rotated and quantized
+// (or rounded to bf16) by one thread per segment along K, then the GEMM:
+// block tiles staged in shared memory, one warp per 32 x 32 of a tile with
+// mma.sync — with what it computes and its plan (tetra.gemm) and each
+// launch's contract (tetra.launch) recorded for the bundle's manifest. A
+// GEMM the target cannot run is an error naming it and the target.
 // RUN: tetra-opt %s --split-input-file --convert-tetra-to-nvvm --verify-diagnostics | FileCheck %s
 
 // Fprop Y = X·Wᵀ, MXFP8 E4M3 with the rceil rule: no rotation, each row's
-// K = 64 in one segment of 32 per thread; the GEMM's grid is one block per
-// 16 x 8 tile of the 64 x 32 result. The host function is gone: the
-// output holds the GPU modules alone.
+// K = 64 in segments of 32, one per thread. The GEMM: the whole 64 x 32
+// result is one block tile (grid 1 x 1) of two warps; K = 64 is one staged
+// step (64 + 16 bytes per staged row: (64 + 32) x 80 tile bytes and 2 x 96
+// scale bytes = 7872), loaded into registers, stored to shared memory,
+// then read by the MMAs between two barriers. The host function is gone:
+// the output holds the GPU modules alone.
 // CHECK-LABEL: gpu.module @wq_fprop
 // CHECK-SAME: gemm = "layers.0.attn.wq.fprop"
-// CHECK-SAME: lhs = {axis = 1 : i64, block = 32 : i64, format = "e4m3", input = 0 : i64, rotation = {kind = "none"}, rounding = "nearest_even", rule = "rceil"
+// CHECK-SAME: lhs = {axis = 1 : i64, block = 32 : i64, format = "e4m3", input = 0 : i64, kind = "mx", rotation = {kind = "none"}, rounding = "nearest_even", rule = "rceil"
 // CHECK-SAME: m = 64 : i64, n = 32 : i64
+// CHECK-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, instruction = "mma.sync.m16n8k32.e4m3.e4m3", staged_bytes = 7872 : i64, step_k = 64 : i64, warp_tile = array<i64: 32, 32>}
 // CHECK-SAME: transpose_lhs = false, transpose_rhs = true
 // CHECK: gpu.func @wq_fprop__lhs(%{{.*}}: memref<4096xf32>, %{{.*}}: memref<4096xi8>, %{{.*}}: memref<128xi8>, %{{.*}}: i64, %{{.*}}: i64) kernel
 // CHECK-SAME: tetra.launch = {arguments = ["input:0", "scratch:lhs.codes", "scratch:lhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>}
 // CHECK: gpu.func @wq_fprop__rhs
 // CHECK-SAME: arguments = ["input:1", "scratch:rhs.codes", "scratch:rhs.scales", "scalar:seed", "scalar:step"]
-// CHECK: gpu.func @wq_fprop__gemm
-// CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:lhs.scales", "scratch:rhs.codes", "scratch:rhs.scales", "result:0"], block = array<i64: 32, 1, 1>, grid = array<i64: 4, 4, 1>
-// The K loop: one MMA per chunk of 32 from zero, the E4M3 intrinsic.
+// CHECK: gpu.func @wq_fprop__gemm(%{{.*}}: memref<1024xi32>, %{{.*}}: memref<128xi8>, %{{.*}}: memref<512xi32>, %{{.*}}: memref<64xi8>, %{{.*}}: memref<2048xf32>) workgroup(%{{.*}} : memref<7872xi8, #gpu.address_space<workgroup>>)
+// CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:lhs.scales", "scratch:rhs.codes", "scratch:rhs.scales", "result:0"], block = array<i64: 64, 1, 1>, grid = array<i64: 1, 1, 1>
+// The step loop: staged, then per chunk of 32 eight MMAs from zero (2 x 4
+// tiles of 16 x 8), the E4M3 intrinsic, each result scaled and added in
+// one fma.
 // CHECK: scf.for
-// CHECK: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"
+// CHECK: gpu.barrier
+// CHECK-COUNT-8: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %cst{{.*}}, %cst{{.*}}, %cst{{.*}}, %cst{{.*}})
+// CHECK: math.fma
+// CHECK: gpu.barrier
 // CHECK-NOT: func.func
 #q8 = #tetra.quant<mxfp8_e4m3 rule rceil>
 func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf32> {
@@ -46,13 +56,17 @@ func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 // codes reach the MMA as E4M3 bytes, so the intrinsic is the E4M3 one; no
 // E2M1 conversion instruction exists on sm_90a and none is emitted.
 // CHECK-LABEL: gpu.module @wq_wgrad
-// CHECK-SAME: lhs = {axis = 0 : i64, block = 32 : i64, format = "e2m1", input = 0 : i64, rotation = {block = 64 : i64, kind = "random_hadamard", schedule = "per_step", seed = 5 : i64}, rounding = "stochastic"
+// CHECK-SAME: lhs = {axis = 0 : i64, block = 32 : i64, format = "e2m1", input = 0 : i64, kind = "mx", rotation = {block = 64 : i64, kind = "random_hadamard", schedule = "per_step", seed = 5 : i64}, rounding = "stochastic"
 // CHECK-SAME: transpose_lhs = true, transpose_rhs = false
 // CHECK: gpu.func @wq_wgrad__lhs
 // CHECK-SAME: grid = array<i64: 1, 1, 1>
 // CHECK: memref.alloca() : memref<64xf32, #gpu.address_space<private>>
+// Both operands are token-major (K is their slow dimension): the staged
+// words are stored byte by byte into K-major rows, each E2M1 code widened to
+// its E4M3 byte on the way.
 // CHECK: gpu.func @wq_wgrad__gemm
-// CHECK-SAME: grid = array<i64: 8, 2, 1>
+// CHECK-SAME: grid = array<i64: 1, 1, 1>
+// CHECK: memref.store %{{.*}}, %{{.*}} : memref<14208xi8, #gpu.address_space<workgroup>>
 // CHECK: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"
 // CHECK-NOT: e2m1
 #q4 = #tetra.quant<mxfp4 round stochastic>
@@ -87,11 +101,29 @@ func.func @dgrad(%dy: tensor<64x32xf32>, %w: tensor<32x64xf32>) -> tensor<64x64x
 
 // -----
 
-// NVFP4 (E4M3 scales on blocks of 16) has no sm_90a kernel yet: refused,
-// naming the GEMM (here the kernel: it has no NameLoc) and the target.
+// NVFP4 (E4M3 scales on blocks of 16 under an fp32 tensor scale): each
+// operand's prologue clears its amax, takes it over the tensor with an
+// atomic maximum, then quantizes (writing the tensor scale); the GEMM reads
+// both tensor scales, and its chunk is 16: each m16n8k32 sees one half of
+// the 32 staged codes, the other half's registers zero.
+// CHECK-LABEL: gpu.module @wq_fprop
+// CHECK-SAME: chunk = 16 : i64
+// CHECK-SAME: scratch = {lhs.amax = 4 : i64, lhs.codes = 4096 : i64, lhs.scales = 256 : i64, lhs.tensor_scale = 4 : i64
+// CHECK: gpu.func @wq_fprop__lhs_amax_clear
+// CHECK-SAME: arguments = ["scratch:lhs.amax"], block = array<i64: 1, 1, 1>, grid = array<i64: 1, 1, 1>
+// CHECK: gpu.func @wq_fprop__lhs_amax
+// CHECK-SAME: arguments = ["input:0", "scratch:lhs.amax", "scalar:seed", "scalar:step"]
+// CHECK: memref.atomic_rmw maxu
+// CHECK: gpu.func @wq_fprop__lhs(
+// CHECK-SAME: arguments = ["input:0", "scratch:lhs.amax", "scratch:lhs.codes", "scratch:lhs.scales", "scratch:lhs.tensor_scale", "scalar:seed", "scalar:step"]
+// CHECK: arith.divf %{{.*}}, %cst{{.*}} : f32
+// CHECK: gpu.func @wq_fprop__rhs_amax_clear
+// CHECK: gpu.func @wq_fprop__gemm
+// CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:lhs.scales", "scratch:lhs.tensor_scale", "scratch:rhs.codes", "scratch:rhs.scales", "scratch:rhs.tensor_scale", "result:0"]
+// CHECK: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"(%{{.*}}, %{{.*}}, %c0_i32{{.*}}, %c0_i32{{.*}}, %{{.*}}, %c0_i32{{.*}}, %cst
+// CHECK: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"(%c0_i32{{.*}}, %c0_i32{{.*}}, %{{.*}}, %{{.*}}, %c0_i32{{.*}}, %{{.*}}, %cst
 #nv = #tetra.quant<nvfp4>
 func.func @nvfp4(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf32> {
-  // expected-error @+1 {{GEMM 'wq_fprop' cannot be compiled for sm_90a: the left operand needs E8M0 scales on blocks of 32 (MX); NVFP4 and other block sizes are not implemented for this target}}
   %y = tetra.kernel "wq_fprop" (%a = %x, %b = %w) : (tensor<64x64xf32>, tensor<32x64xf32>) -> tensor<64x32xf32> {
     %ac, %as, %at = tetra.quantize %a as #nv along 1 : tensor<64x64xf32> -> tensor<64x64xf4E2M1FN>, tensor<64x4xf8E4M3FN>, tensor<f32>
     %bc, %bs, %bt = tetra.quantize %b as #nv along 1 : tensor<32x64xf32> -> tensor<32x64xf4E2M1FN>, tensor<32x4xf8E4M3FN>, tensor<f32>
@@ -103,11 +135,20 @@ func.func @nvfp4(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 
 // -----
 
-// BF16 operands (lm_head under the study's policies) have no sm_90a kernel
-// yet either.
+// BF16 (lm_head under the study's policies): each operand rounded to bf16
+// (nearest even) into 2-byte scratch codes, no scales; the GEMM stages
+// 2-byte elements and accumulates all of K in mma.sync.m16n8k16.bf16 (the
+// contract's G = K: one chunk).
+// CHECK-LABEL: gpu.module @lm_head_fprop
+// CHECK-SAME: chunk = 64 : i64, instruction = "mma.sync.m16n8k16.bf16"
+// CHECK-SAME: scratch = {lhs.codes = 8192 : i64, rhs.codes = 4096 : i64}
+// CHECK: gpu.func @lm_head_fprop__lhs(%{{.*}}: memref<4096xf32>, %{{.*}}: memref<4096xi16>, %{{.*}}: i64, %{{.*}}: i64)
+// CHECK: gpu.func @lm_head_fprop__gemm
+// CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:rhs.codes", "result:0"]
+// CHECK: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k16.row.col.bf16"
+// CHECK-NOT: math.fma
 #bf = #tetra.quant<bf16>
 func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf32> {
-  // expected-error @+1 {{GEMM 'lm_head_fprop' cannot be compiled for sm_90a: the left operand is bf16; this target runs block-scaled FP4/FP8 operands only}}
   %y = tetra.kernel "lm_head_fprop" (%a = %x, %b = %w) : (tensor<64x64xf32>, tensor<32x64xf32>) -> tensor<64x32xf32> {
     %at = arith.truncf %a : tensor<64x64xf32> to tensor<64x64xbf16>
     %ae = arith.extf %at : tensor<64x64xbf16> to tensor<64x64xf32>
@@ -121,10 +162,41 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 
 // -----
 
-// A shape the MMA tile does not divide.
+// A bf16 operand against a block-scaled one: refused (a GPU GEMM runs both
+// block-scaled or both bf16).
+#bfm = #tetra.quant<bf16>
+#q4m = #tetra.quant<mxfp4>
+func.func @mixed(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf32> {
+  // expected-error @+1 {{GEMM 'mixed' cannot be compiled for sm_90a: it multiplies a bf16 operand with a block-scaled one; GPU targets run both operands block-scaled or both bf16}}
+  %y = tetra.kernel "mixed" (%a = %x, %b = %w) : (tensor<64x64xf32>, tensor<32x64xf32>) -> tensor<64x32xf32> {
+    %at = arith.truncf %a : tensor<64x64xf32> to tensor<64x64xbf16>
+    %ae = arith.extf %at : tensor<64x64xbf16> to tensor<64x64xf32>
+    %bc, %bs = tetra.quantize %b as #q4m along 1 : tensor<32x64xf32> -> tensor<32x64xf4E2M1FN>, tensor<32x2xf8E8M0FNU>
+    %c = tetra.scaled_matmul (%ae as #bfm), (%bc scales %bs as #q4m) transpose_rhs role fprop : (tensor<64x64xf32>, tensor<32x64xf4E2M1FN>, tensor<32x2xf8E8M0FNU>) -> tensor<64x32xf32>
+    tetra.yield %c : tensor<64x32xf32>
+  }
+  return %y : tensor<64x32xf32>
+}
+
+// -----
+
+// f32 operands: the tensor cores do not multiply them exactly; refused.
+#f = #tetra.quant<f32>
+func.func @f32(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf32> {
+  // expected-error @+1 {{GEMM 'plain' cannot be compiled for sm_90a: the left operand is f32, which this target's tensor cores do not multiply exactly; use bf16 or a block format}}
+  %y = tetra.kernel "plain" (%a = %x, %b = %w) : (tensor<64x64xf32>, tensor<32x64xf32>) -> tensor<64x32xf32> {
+    %c = tetra.scaled_matmul (%a as #f), (%b as #f) transpose_rhs role fprop : (tensor<64x64xf32>, tensor<32x64xf32>) -> tensor<64x32xf32>
+    tetra.yield %c : tensor<64x32xf32>
+  }
+  return %y : tensor<64x32xf32>
+}
+
+// -----
+
+// A shape the 32 x 32 warp tile does not divide.
 #q4n = #tetra.quant<mxfp4>
 func.func @shape(%x: tensor<40x64xf32>, %w: tensor<32x64xf32>) -> tensor<40x32xf32> {
-  // expected-error @+1 {{GEMM 'odd' cannot be compiled for sm_90a: its shape 40 x 32 x 64 is not a multiple of the 16 x 8 x 32 MMA tile}}
+  // expected-error @+1 {{GEMM 'odd' cannot be compiled for sm_90a: its shape 40 x 32 x 64 is not a multiple of the 32 x 32 x 32 warp tile}}
   %y = tetra.kernel "odd" (%a = %x, %b = %w) : (tensor<40x64xf32>, tensor<32x64xf32>) -> tensor<40x32xf32> {
     %ac, %as = tetra.quantize %a as #q4n along 1 : tensor<40x64xf32> -> tensor<40x64xf4E2M1FN>, tensor<40x2xf8E8M0FNU>
     %bc, %bs = tetra.quantize %b as #q4n along 1 : tensor<32x64xf32> -> tensor<32x64xf4E2M1FN>, tensor<32x2xf8E8M0FNU>

@@ -81,6 +81,7 @@ std::string manifestOf(const std::vector<GpuKernelCode> &kernels,
                 ",\"sgprs\":" + std::to_string(used.sgprs) +
                 ",\"lds_bytes\":" + std::to_string(used.ldsBytes) +
                 ",\"scratch_bytes\":" + std::to_string(used.scratchBytes) +
+                ",\"mfmas\":" + std::to_string(used.mfmas) +
                 ",\"scaled_mfmas\":" + std::to_string(used.scaledMfmas) +
                 ",\"waves_per_simd\":" + std::to_string(used.occupancy) +
                 ",\"kernargs\":[";
@@ -126,6 +127,7 @@ std::string manifestOf(const std::vector<GpuKernelCode> &kernels,
 int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
   std::vector<std::string> files;
   std::string output, targetText;
+  int64_t blockTile = 128;
   frontend::EmitOptions emit;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
@@ -135,6 +137,11 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
     }
     if (arg.substr(0, 9) == "--target=") {
       targetText = std::string(arg.substr(9));
+    } else if (arg.substr(0, 13) == "--block-tile=") {
+      std::string_view value = arg.substr(13);
+      if (value != "32" && value != "64" && value != "128")
+        return usageError("--block-tile takes 32, 64 or 128");
+      blockTile = std::stoll(std::string(value));
     } else if (arg == "--target" || arg == "-o") {
       if (i + 1 == args.size())
         return usageError(std::string(arg) + " takes a value");
@@ -177,6 +184,7 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
   mlir::PassManager pm(&context);
   PipelineOptions pipeline;
   pipeline.target = *target;
+  pipeline.blockTile = blockTile;
   if (inputs->run) {
     pipeline.beta1 = inputs->run->beta1;
     pipeline.beta2 = inputs->run->beta2;
@@ -242,5 +250,10 @@ void tetra::driver::printCompileHelp() {
       "  sm_90a   NVIDIA Hopper (H100/H200): PTX for the CUDA driver\n"
       "  gfx950   AMD MI355X: HSACO (code object v5) for the HIP runtime,\n"
       "           with each kernel's assembly and its resources in the\n"
-      "           manifest; compiled and inspected here, never executed\n");
+      "           manifest; compiled and inspected here, never executed\n"
+      "\n"
+      "OPTIONS\n"
+      "  --block-tile=N  the largest side of a GEMM block's result tile:\n"
+      "                  32, 64 or 128 (default; a smaller one where the\n"
+      "                  shape needs it)\n");
 }

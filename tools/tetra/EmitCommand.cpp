@@ -286,11 +286,11 @@ int emitTetra(const EmitOptionsFromCommandLine &options,
          << "): gfx950 assembly (not executed here: there is no MI355X)\n";
       for (const AmdgpuResources &used : amdgpuResources(kernel.assembly))
         os << llvm::formatv("// {0}: {1} VGPRs, {2} AGPRs, {3} SGPRs, {4} "
-                            "bytes LDS, {5} bytes scratch, {6} scaled MFMAs, "
-                            "{7} waves per SIMD\n",
+                            "bytes LDS, {5} bytes scratch, {6} MFMAs ({7} "
+                            "scaled), {8} waves per SIMD\n",
                             used.function, used.vgprs, used.agprs, used.sgprs,
-                            used.ldsBytes, used.scratchBytes, used.scaledMfmas,
-                            used.occupancy);
+                            used.ldsBytes, used.scratchBytes, used.mfmas,
+                            used.scaledMfmas, used.occupancy);
       os << kernel.assembly << "\n";
     }
     return 0;

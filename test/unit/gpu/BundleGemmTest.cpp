@@ -6,14 +6,16 @@
 //
 //   - codes and scales of both operands byte for byte equal to
 //     numerics::rotate + numerics::quantize of the same input (stochastic
-//     rounding and random Hadamard signs included), on fresh random inputs
-//     with adversarial blocks: ties of E2M1, saturation, all-zero blocks,
-//     NaN, Inf, subnormals;
+//     rounding and random Hadamard signs included; NVFP4's fp32 tensor
+//     scale bit for bit; BF16 values as numerics::encodeBF16), on fresh
+//     random inputs with adversarial blocks: ties of E2M1, saturation,
+//     all-zero blocks, NaN, Inf, subnormals;
 //   - the product against tetra.scaled_matmul's contract evaluated on the
-//     reference codes: bit for bit for MXFP4 x MXFP4 (every chunk's sum is
-//     exact), within the contract's fp32 error bound otherwise, NaN exactly
-//     where the contract has NaN; results poisoned (NaN) before each run, so
-//     an unwritten tile cannot pass;
+//     reference codes (chunks of G: the smaller scale block, or K for
+//     BF16): bit for bit for MXFP4 x MXFP4 (every chunk's sum is exact),
+//     within the contract's fp32 error bound otherwise, NaN exactly where
+//     the contract has NaN; results poisoned (NaN) before each run, so an
+//     unwritten tile cannot pass;
 //   - the K = 32 worst case of E2M1: every element 6, so every product is
 //     36 and every chunk sums to 1152, exactly.
 //
@@ -59,6 +61,7 @@ struct Operand {
   int input = 0;
   std::vector<int64_t> shape;
   int axis = 0;
+  std::string kind; ///< "mx", "nvfp4" or "bf16"
   numerics::BlockFormat format;
   numerics::Rotation rotation;
   uint32_t tensorId = 0;
@@ -69,12 +72,16 @@ struct Operand {
     for (const io::JsonValue &d : field(json, "shape").items())
       operand.shape.push_back(d.asInt64());
     operand.axis = static_cast<int>(integer(json, "axis"));
+    operand.kind = field(json, "kind").asString();
     operand.format.element =
         *numerics::parseElementFormat(field(json, "format").asString());
     operand.format.scaling.blockSize = static_cast<int>(integer(json, "block"));
-    operand.format.scaling.scaleFormat = numerics::ScaleFormat::E8M0;
-    operand.format.scaling.rule =
-        *numerics::parseScaleRule(field(json, "rule").asString());
+    operand.format.scaling.scaleFormat = operand.kind == "nvfp4"
+                                             ? numerics::ScaleFormat::E4M3
+                                             : numerics::ScaleFormat::E8M0;
+    if (operand.kind == "mx")
+      operand.format.scaling.rule =
+          *numerics::parseScaleRule(field(json, "rule").asString());
     operand.format.rounding =
         *numerics::parseRounding(field(json, "rounding").asString());
     operand.tensorId = static_cast<uint32_t>(integer(json, "tensor_id"));
@@ -94,14 +101,21 @@ struct Operand {
     return operand;
   }
   int64_t count() const { return shape[0] * shape[1]; }
+  bool bf16() const { return kind == "bf16"; }
 };
 
-/// Random values with a spread of magnitudes, then adversarial blocks along
-/// the quantization axis.
+/// The inputs each kernel runs on: plain random values; the same with
+/// adversarial blocks (whose saturating values also make NVFP4's tensor
+/// scale so large that most of its blocks quantize to zero, hence the plain
+/// run); and E2M1's K = 32 worst case.
+enum class Inputs { Plain, Adversarial, WorstCase };
+
+/// Random values with a spread of magnitudes, then (Adversarial) blocks
+/// along the quantization axis.
 std::vector<float> makeInput(const Operand &operand, std::mt19937_64 &random,
-                             bool worstCase) {
+                             Inputs kind) {
   std::vector<float> data(operand.count());
-  if (worstCase) {
+  if (kind == Inputs::WorstCase) {
     std::fill(data.begin(), data.end(), 6.0f);
     return data;
   }
@@ -109,6 +123,8 @@ std::vector<float> makeInput(const Operand &operand, std::mt19937_64 &random,
   std::uniform_int_distribution<int> exponent(-20, 20);
   for (float &x : data)
     x = normal(random) * std::ldexp(1.0f, exponent(random) / 4);
+  if (kind == Inputs::Plain)
+    return data;
   numerics::AxisView view = numerics::viewAlong(operand.shape, operand.axis);
   const int64_t blocks = view.extent / 32;
   std::uniform_int_distribution<int64_t> pickOuter(0, view.outer - 1),
@@ -134,21 +150,47 @@ std::vector<float> makeInput(const Operand &operand, std::mt19937_64 &random,
   return data;
 }
 
-/// What numerics computes for the operand: rotated along K, quantized.
-numerics::QuantizedTensor reference(const Operand &operand,
-                                    std::vector<float> data, uint64_t seed,
-                                    uint32_t step) {
+/// What numerics computes for the operand: rotated along K, then quantized
+/// (codes, scales, NVFP4's tensor scale) or rounded to BF16 (the codes are
+/// then the values' little-endian bf16 bytes); `values` dequantized.
+struct Reference {
+  std::vector<uint8_t> codes, scales;
+  float tensorScale = 1.0f;
+  std::vector<float> values;
+};
+
+Reference reference(const Operand &operand, std::vector<float> data,
+                    uint64_t seed, uint32_t step) {
   if (operand.rotation.kind != numerics::RotationKind::None)
     numerics::rotate(data.data(), numerics::viewAlong(operand.shape, operand.axis),
                      operand.rotation, step);
-  return numerics::quantize(data.data(), operand.shape, operand.axis,
-                            operand.format, {seed, step, operand.tensorId});
+  Reference result;
+  if (operand.bf16()) {
+    for (float x : data) {
+      uint16_t code = numerics::encodeBF16(x);
+      result.codes.push_back(static_cast<uint8_t>(code & 0xFF));
+      result.codes.push_back(static_cast<uint8_t>(code >> 8));
+      result.values.push_back(numerics::decodeBF16(code));
+    }
+    return result;
+  }
+  numerics::QuantizedTensor quantized =
+      numerics::quantize(data.data(), operand.shape, operand.axis,
+                         operand.format, {seed, step, operand.tensorId});
+  result.values = numerics::dequantize(quantized);
+  result.codes = std::move(quantized.codes);
+  result.scales = std::move(quantized.scales);
+  result.tensorScale = quantized.tensorScale;
+  return result;
 }
 
 struct Outcome {
   bool codesEqual = true, scalesEqual = true, bitExact = true;
   int64_t nanMismatches = 0, boundViolations = 0, overflowing = 0;
-  double maxRelative = 0;
+  /// The largest error relative to the sum of |products| (the quantity
+  /// the contract bounds by gamma; relative to |exact| it is unbounded
+  /// where terms cancel).
+  double maxNormalized = 0;
 };
 
 class BundleGemm : public testing::Test {
@@ -177,9 +219,9 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
   std::printf("inputs drawn with seed %llu\n",
               static_cast<unsigned long long>(runSeed));
   std::mt19937_64 random(runSeed);
-  std::printf("%-28s %-6s %-5s %-5s %-22s %-6s %-6s %-10s %s\n", "kernel",
+  std::printf("%-28s %-6s %-6s %-6s %-22s %-6s %-6s %-11s %s\n", "kernel",
               "role", "lhs", "rhs", "rotation (lhs/rhs)", "codes", "scales",
-              "max rel", "GEMM");
+              "err/sum|ab|", "GEMM");
   int kernels = 0;
   for (const bundle::Kernel &kernel : compiled.kernels) {
     ++kernels;
@@ -201,14 +243,16 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
             {reinterpret_cast<const uint8_t *>(ptx.data()), ptx.size()}, name));
     ASSERT_TRUE(static_cast<bool>(module)) << module.error().message();
 
-    for (bool worstCase : {false, true}) {
-      if (worstCase && (lhs.format.element != numerics::ElementFormat::E2M1 ||
+    for (Inputs kind : {Inputs::Plain, Inputs::Adversarial, Inputs::WorstCase}) {
+      const bool worstCase = kind == Inputs::WorstCase;
+      if (worstCase && (lhs.kind != "mx" || rhs.kind != "mx" ||
+                        lhs.format.element != numerics::ElementFormat::E2M1 ||
                         rhs.format.element != numerics::ElementFormat::E2M1 ||
                         lhs.rotation.kind != numerics::RotationKind::None ||
                         rhs.rotation.kind != numerics::RotationKind::None))
         continue;
-      std::vector<float> inputs[2] = {makeInput(lhs, random, worstCase),
-                                      makeInput(rhs, random, worstCase)};
+      std::vector<float> inputs[2] = {makeInput(lhs, random, kind),
+                                      makeInput(rhs, random, kind)};
       const uint64_t seed = random();
       const uint32_t step = 1 + static_cast<uint32_t>(random() % 1000);
 
@@ -248,47 +292,61 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
         return host;
       };
       Outcome outcome;
-      numerics::QuantizedTensor expected[2] = {
-          reference(lhs, inputs[0], seed, step), reference(rhs, inputs[1], seed, step)};
+      Reference expected[2] = {reference(lhs, inputs[0], seed, step),
+                               reference(rhs, inputs[1], seed, step)};
       const char *sides[2] = {"lhs", "rhs"};
       for (int side = 0; side < 2; ++side) {
-        std::vector<uint8_t> codes = download(std::string("scratch:") + sides[side] + ".codes",
-                                              expected[side].codes.size());
-        std::vector<uint8_t> scales = download(std::string("scratch:") + sides[side] + ".scales",
-                                               expected[side].scales.size());
-        ASSERT_TRUE(static_cast<bool>(gpu->synchronize()));
+        const Operand &operand = side == 0 ? lhs : rhs;
+        std::string scratch = std::string("scratch:") + sides[side];
+        std::vector<uint8_t> codes =
+            download(scratch + ".codes", expected[side].codes.size());
         outcome.codesEqual &= codes == expected[side].codes;
-        outcome.scalesEqual &= scales == expected[side].scales;
         EXPECT_EQ(codes, expected[side].codes) << name << " " << sides[side] << " codes";
+        if (operand.bf16())
+          continue;
+        std::vector<uint8_t> scales =
+            download(scratch + ".scales", expected[side].scales.size());
+        outcome.scalesEqual &= scales == expected[side].scales;
         EXPECT_EQ(scales, expected[side].scales) << name << " " << sides[side] << " scales";
+        if (operand.kind == "nvfp4") {
+          std::vector<uint8_t> tensorScale = download(scratch + ".tensor_scale", 4);
+          outcome.scalesEqual &=
+              std::memcmp(tensorScale.data(), &expected[side].tensorScale, 4) == 0;
+          EXPECT_EQ(std::memcmp(tensorScale.data(), &expected[side].tensorScale, 4), 0)
+              << name << " " << sides[side] << " tensor scale";
+        }
       }
+      ASSERT_TRUE(static_cast<bool>(gpu->synchronize()));
       std::vector<uint8_t> resultBytes = download("result:0", m * n * 4);
       ASSERT_TRUE(static_cast<bool>(gpu->synchronize()));
       std::vector<float> result(m * n);
       std::memcpy(result.data(), resultBytes.data(), resultBytes.size());
 
-      // The scaled_matmul contract on the reference codes: chunks of 32,
+      // The scaled_matmul contract on the reference codes: chunks of G,
       // fp32 products and sums in order; and the error bound against fp64.
-      std::vector<float> a = numerics::dequantize(expected[0]);
-      std::vector<float> b = numerics::dequantize(expected[1]);
+      const std::vector<float> &a = expected[0].values, &b = expected[1].values;
       auto aAt = [&](int64_t row, int64_t kk) {
         return transposeLhs ? a[kk * m + row] : a[row * k + kk];
       };
       auto bAt = [&](int64_t kk, int64_t col) {
         return transposeRhs ? b[col * k + kk] : b[kk * n + col];
       };
-      const bool exactChunks = lhs.format.element == numerics::ElementFormat::E2M1 &&
+      const bool exactChunks = lhs.kind == "mx" && rhs.kind == "mx" &&
+                               lhs.format.element == numerics::ElementFormat::E2M1 &&
                                rhs.format.element == numerics::ElementFormat::E2M1;
-      const double unit = std::ldexp(1.0, -24), g = 32 + k / 32 + 2;
+      const int64_t chunk =
+          lhs.bf16() ? k : std::min(lhs.format.scaling.blockSize, rhs.format.scaling.blockSize);
+      EXPECT_EQ(integer(field(computes, "plan"), "chunk"), chunk) << name;
+      const double unit = std::ldexp(1.0, -24), g = chunk + k / chunk + 2;
       const double gamma = g * unit / (1 - g * unit);
       for (int64_t row = 0; row < m; ++row)
         for (int64_t col = 0; col < n; ++col) {
           float acc = 0.0f;
           double exact = 0, magnitude = 0;
           bool nanOperand = false, infiniteOperand = false;
-          for (int64_t c = 0; c < k / 32; ++c) {
+          for (int64_t c = 0; c < k / chunk; ++c) {
             float partial = 0.0f;
-            for (int64_t kk = c * 32; kk < c * 32 + 32; ++kk) {
+            for (int64_t kk = c * chunk; kk < c * chunk + chunk; ++kk) {
               nanOperand |= std::isnan(aAt(row, kk)) || std::isnan(bAt(kk, col));
               infiniteOperand |= std::isinf(aAt(row, kk)) || std::isinf(bAt(kk, col));
               volatile float product = aAt(row, kk) * bAt(kk, col);
@@ -330,11 +388,11 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
           double error = std::fabs(got - exact);
           // The contract's bound, plus what underflow adds: each product and
           // sum that lands among fp32's subnormals is off by up to 2^-150.
-          const double underflow = 2.0 * (k + k / 32 + 2) * std::ldexp(1.0, -150);
+          const double underflow = 2.0 * (k + k / chunk + 2) * std::ldexp(1.0, -150);
           if (!(error <= gamma * magnitude + underflow))
             ++outcome.boundViolations;
-          if (std::fabs(exact) > 1e-30)
-            outcome.maxRelative = std::max(outcome.maxRelative, error / std::fabs(exact));
+          if (magnitude > 1e-30)
+            outcome.maxNormalized = std::max(outcome.maxNormalized, error / magnitude);
         }
       EXPECT_EQ(outcome.nanMismatches, 0) << name;
       EXPECT_EQ(outcome.boundViolations, 0) << name;
@@ -345,16 +403,21 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
                : (o.rotation.kind == numerics::RotationKind::Hadamard ? "had" : "rhad") +
                      std::to_string(o.rotation.blockSize);
       };
-      std::printf("%-28s %-6s %-5s %-5s %-22s %-6s %-6s %-10.2e %s%s\n",
-                  (name + (worstCase ? " (K32 worst)" : "")).substr(0, 28).c_str(),
+      std::printf("%-28s %-6s %-6s %-6s %-22s %-6s %-6s %-11.2e %s%s\n",
+                  (name.substr(0, 20) + (kind == Inputs::Plain         ? " plain"
+                                         : kind == Inputs::Adversarial ? " advers"
+                                                                       : " K32wc"))
+                      .c_str(),
                   field(computes, "role").asString().c_str(),
-                  std::string(numerics::formatName(lhs.format.element)).c_str(),
-                  std::string(numerics::formatName(rhs.format.element)).c_str(),
+                  (lhs.kind == "nvfp4" ? std::string("nvfp4")
+                                       : std::string(numerics::formatName(lhs.format.element))).c_str(),
+                  (rhs.kind == "nvfp4" ? std::string("nvfp4")
+                                       : std::string(numerics::formatName(rhs.format.element))).c_str(),
                   (rotationText(lhs) + "/" + rotationText(rhs) +
                    (lhs.format.rounding == numerics::Rounding::Stochastic ? " sr" : ""))
                       .c_str(),
                   outcome.codesEqual ? "same" : "DIFF", outcome.scalesEqual ? "same" : "DIFF",
-                  outcome.maxRelative,
+                  outcome.maxNormalized,
                   outcome.bitExact ? "bit-exact" : (outcome.boundViolations ? "OUT OF BOUND" : "within bound"),
                   outcome.overflowing
                       ? (" (" + std::to_string(outcome.overflowing) + " outputs overflow fp32)").c_str()
