@@ -61,12 +61,13 @@ func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 // CHECK: gpu.func @wq_wgrad__lhs
 // CHECK-SAME: grid = array<i64: 1, 1, 1>
 // CHECK: memref.alloca() : memref<64xf32, #gpu.address_space<private>>
-// Both operands are token-major (K is their slow dimension): the staged
-// words are stored byte by byte into K-major rows, each E2M1 code widened to
-// its E4M3 byte on the way.
+// Both operands are token-major (K is their slow dimension): each thread
+// loads four words of consecutive K, widens their E2M1 codes to E4M3 bytes
+// four at a time, transposes the 4 x 4 bytes in registers and stores four
+// words of K-major rows (the scale bytes are stored one by one).
 // CHECK: gpu.func @wq_wgrad__gemm
 // CHECK-SAME: grid = array<i64: 1, 1, 1>
-// CHECK: memref.store %{{.*}}, %{{.*}} : memref<14208xi8, #gpu.address_space<workgroup>>
+// CHECK-COUNT-4: memref.store %{{.*}}, %{{.*}} : memref<3552xi32, #gpu.address_space<workgroup>>
 // CHECK: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"
 // CHECK-NOT: e2m1
 #q4 = #tetra.quant<mxfp4 round stochastic>
