@@ -11,8 +11,9 @@
 // each launch is timed from its submission to the end of a synchronize, so
 // a time includes one launch's overhead (a few microseconds). TFLOP/s
 // counts 2·M·N·K for the MMA launch alone and for the whole GEMM (operand
-// launches included); GB/s of the operand launches counts the f32 read and
-// the code and scale bytes written.
+// launches included). For the MMA launch as the driver compiled it: its
+// registers per thread, static shared memory, local bytes per thread
+// (spills) and resident warps per SM (the occupancy).
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,9 +75,9 @@ int main(int argc, char **argv) {
   std::printf("%s; bundle %s (%s, policy %s), median of %d\n",
               gpu.description().c_str(), bundle.c_str(),
               compiled->model.c_str(), compiled->policy.c_str(), reps);
-  std::printf("%-28s %-6s %-22s %10s %10s %10s %9s %9s\n", "kernel", "role",
-              "M x N x K", "lhs ms", "rhs ms", "mma ms", "mma TF/s",
-              "all TF/s");
+  std::printf("%-28s %-6s %-22s %10s %10s %10s %9s %9s %5s %7s %6s %8s\n",
+              "kernel", "role", "M x N x K", "lhs ms", "rhs ms", "mma ms",
+              "mma TF/s", "all TF/s", "regs", "smem KB", "local", "warps/SM");
   // One pool of random inputs (normal, from a fixed seed), drawn once and
   // reused by every kernel: drawing each operand afresh costs the host more
   // than all the timed launches together.
@@ -137,6 +138,8 @@ int main(int argc, char **argv) {
     // Median milliseconds of the left operand's prologue launches, the
     // right's, and the GEMM launch.
     double medians[3] = {0, 0, 0};
+    backend::CudaBackend::KernelResources used;
+    int warpsPerBlock = 0;
     for (const bundle::Launch &launch : kernel.launches) {
       io::Expected<backend::Kernel> function =
           gpu.getKernel(*module, launch.function);
@@ -164,16 +167,28 @@ int main(int argc, char **argv) {
                  : launched.find("__rhs") != std::string::npos ? 1
                                                                : 2;
       medians[slot] += times[times.size() / 2];
+      if (slot == 2) {
+        const uint32_t *block = launch.config.block;
+        int threads = static_cast<int>(block[0] * block[1] * block[2]);
+        warpsPerBlock = threads / 32;
+        io::Expected<backend::CudaBackend::KernelResources> found =
+            gpu.resources(*function, threads);
+        if (!found)
+          return fail(found.error().message());
+        used = *found;
+      }
     }
     double flops = 2.0 * m * n * k;
     double all = medians[0] + medians[1] + medians[2];
     char shape[64];
     std::snprintf(shape, sizeof(shape), "%lld x %lld x %lld", (long long)m,
                   (long long)n, (long long)k);
-    std::printf("%-28s %-6s %-22s %10.3f %10.3f %10.3f %9.2f %9.2f\n",
+    std::printf("%-28s %-6s %-22s %10.3f %10.3f %10.3f %9.2f %9.2f %5d %7.1f %6d %8d\n",
                 name.substr(0, 28).c_str(), field(computes, "role").asString().c_str(),
                 shape, medians[0], medians[1], medians[2],
-                flops / (medians[2] * 1e9), flops / (all * 1e9));
+                flops / (medians[2] * 1e9), flops / (all * 1e9), used.registers,
+                used.staticSharedBytes / 1024.0, used.localBytes,
+                used.blocksPerSM * warpsPerBlock);
     for (auto &[key, buffer] : buffers)
       (void)gpu.free(buffer);
     (void)gpu.unloadModule(*module);

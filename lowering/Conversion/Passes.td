@@ -99,10 +99,12 @@ def ConvertTetraToNVVM : Pass<"convert-tetra-to-nvvm", "mlir::ModuleOp"> {
       `mma.sync.aligned.m16n8k32` (2 x 4 tiles of 16 x 8) started from
       zero (never chained in the tensor core's accumulator), each sum
       scaled in fp32 and added with one fma; MX x MX applies the two E8M0
-      scales as `(sum · A1·B1) · A2·B2`, the scales' halves 2^⌊a/2⌋ and
-      2^⌈a/2⌉, exact wherever the result is in range (a NaN scale gives
-      NaN), so MXFP4 × MXFP4 is `tetra.scaled_matmul`'s contract bit for
-      bit. With an NVFP4 operand the chunk is 16: each m16n8k32 sees one
+      scales exactly: where all of a thread's scale pairs 2^(a+b) have a +
+      b in [-90, 90] (and none is NaN), as one fp32 built by an integer add
+      (every nonzero sum times it is then a normal fp32), elsewhere as
+      `(sum · A1·B1) · A2·B2`, the scales' halves 2^⌊a/2⌋ and 2^⌈a/2⌉
+      (exact wherever the result is in range; a NaN scale gives NaN) — so
+      MXFP4 × MXFP4 is `tetra.scaled_matmul`'s contract bit for bit. With an NVFP4 operand the chunk is 16: each m16n8k32 sees one
       half of K, the other half zeroed, and each side's factor is
       decodeE4M3(scale) · tensor scale (within the contract's bound). BF16
       x BF16: `mma.sync.aligned.m16n8k16.bf16` accumulating over all of K.

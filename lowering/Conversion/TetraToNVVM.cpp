@@ -12,8 +12,11 @@
 //                          exact in E4M3), E4M3/E5M2 as they are; the
 //                          chunk's scales apply to its sum in fp32 and the
 //                          chunks accumulate in order. MX x MX: the two
-//                          E8M0 scales exactly (scaleHalves), so MXFP4 x
-//                          MXFP4 is the scaled_matmul contract bit for bit.
+//                          E8M0 scales exactly — one integer add and one
+//                          fma where the thread's scale pairs are moderate,
+//                          the scales' halves (scaleHalves) elsewhere — so
+//                          MXFP4 x MXFP4 is the scaled_matmul contract bit
+//                          for bit.
 //                          With an NVFP4 operand the chunk is 16: each
 //                          m16n8k32 sees one half of K, the other zeroed,
 //                          and each side's factor is decodeE4M3(scale) x
@@ -96,6 +99,12 @@ private:
   SmallVector<Value> accumulateBF16(QuantizationEmitter &e,
                                     const StagedStep &step,
                                     ValueRange accumulators);
+  /// `acc` plus each of the chunk's sums (`partials`, one per result of
+  /// the thread) times its row's and column's scales (their codes, i32).
+  SmallVector<Value> addScaled(QuantizationEmitter &e, const StagedStep &step,
+                               ArrayRef<Value> partials, ArrayRef<Value> acc,
+                               ArrayRef<Value> rowCode,
+                               ArrayRef<Value> colCode);
   /// The row (column) inside the block's tile of the thread's result `r`
   /// (0..3) of mma tile (i, j).
   Value resultRow(QuantizationEmitter &e, const StagedStep &step, int64_t i,
@@ -181,19 +190,7 @@ NVVMGemmLowering::accumulateBlockScaled(QuantizationEmitter &e,
   Value g = e.divIndex(step.lane, 4);
   Value t = arith::RemUIOp::create(e.b, step.lane, e.cIndex(4));
   Value zeroF = e.cF32(0.0f), zeroWord = e.c32(0);
-  const bool exactScales =
-      lhs.kind == OperandKind::MX && rhs.kind == OperandKind::MX;
   const int64_t halves = tiling.chunk == 16 ? 2 : 1;
-
-  // Each side's scale factor of a chunk: MX 2^e (in halves, exactly, when
-  // both are MX), NVFP4 decodeE4M3(code) x the tensor scale.
-  const FormatConstants e4m3 = constantsOf(numerics::ElementFormat::E4M3);
-  auto factor = [&](const OperandPlan &operand, Value code,
-                    Value tensorScale) -> Value {
-    if (operand.kind == OperandKind::MX)
-      return e.decodeE8M0(code);
-    return e.mulf(e.decode(code, e4m3), tensorScale);
-  };
 
   SmallVector<Value> acc(accumulators);
   for (int64_t q = 0; q < tiling.stepK / 32; ++q) {
@@ -235,18 +232,8 @@ NVVMGemmLowering::accumulateBlockScaled(QuantizationEmitter &e,
         for (int64_t c = 0; c < 2; ++c)
           colCode[2 * j + c] =
               rhsScaleCode(e, step, resultCol(e, step, j, c), blockOf(rhs));
-      // Per row and column: the factor, or (both MX) the scale's halves.
-      SmallVector<std::pair<Value, Value>> rowFactor, colFactor;
-      for (Value code : rowCode)
-        rowFactor.push_back(exactScales
-                                ? scaleHalves(e, code)
-                                : std::pair{factor(lhs, code, step.lhsTensorScale),
-                                            Value()});
-      for (Value code : colCode)
-        colFactor.push_back(exactScales
-                                ? scaleHalves(e, code)
-                                : std::pair{factor(rhs, code, step.rhsTensorScale),
-                                            Value()});
+      // The chunk's sums, all eight MMAs first.
+      SmallVector<Value> partials;
       for (int64_t i = 0; i < kTilesM; ++i)
         for (int64_t j = 0; j < kTilesN; ++j) {
           SmallVector<Value> args = {keep(a[i][0], 0), keep(a[i][1], 0),
@@ -256,22 +243,105 @@ NVVMGemmLowering::accumulateBlockScaled(QuantizationEmitter &e,
           Value d = LLVM::CallIntrinsicOp::create(
                         e.b, fragment, e.b.getStringAttr(intrinsic), args)
                         .getResult(0);
-          for (int64_t r = 0; r < 4; ++r) {
-            Value partial = LLVM::ExtractValueOp::create(e.b, d, r);
-            int64_t rowAt = 2 * i + (r >> 1), colAt = 2 * j + (r & 1);
-            auto [a1, a2] = rowFactor[rowAt];
-            auto [b1, b2] = colFactor[colAt];
-            // acc + (partial·x)·y in one rounding: the product is exact
-            // for MX x MX (above), and rounded once otherwise.
-            Value x = exactScales ? e.mulf(a1, b1) : a1;
-            Value y = exactScales ? e.mulf(a2, b2) : b1;
-            Value &sum = acc[(i * kTilesN + j) * 4 + r];
-            sum = math::FmaOp::create(e.b, e.mulf(partial, x), y, sum);
-          }
+          for (int64_t r = 0; r < 4; ++r)
+            partials.push_back(LLVM::ExtractValueOp::create(e.b, d, r));
         }
+      acc = addScaled(e, step, partials, acc, rowCode, colCode);
     }
   }
   return acc;
+}
+
+SmallVector<Value> NVVMGemmLowering::addScaled(QuantizationEmitter &e,
+                                               const StagedStep &step,
+                                               ArrayRef<Value> partials,
+                                               ArrayRef<Value> acc,
+                                               ArrayRef<Value> rowCode,
+                                               ArrayRef<Value> colCode) {
+  // Each result r of mma tile (i, j), with its row's and column's index
+  // among the thread's rows and columns.
+  auto each = [&](function_ref<Value(Value, Value, int64_t, int64_t)> add) {
+    SmallVector<Value> next(acc.size());
+    for (int64_t i = 0; i < kTilesM; ++i)
+      for (int64_t j = 0; j < kTilesN; ++j)
+        for (int64_t r = 0; r < 4; ++r) {
+          int64_t at = (i * kTilesN + j) * 4 + r;
+          next[at] = add(partials[at], acc[at], 2 * i + (r >> 1),
+                         2 * j + (r & 1));
+        }
+    return next;
+  };
+  auto fma = [&](Value x, Value y, Value z) -> Value {
+    return math::FmaOp::create(e.b, x, y, z);
+  };
+  if (lhs.kind != OperandKind::MX || rhs.kind != OperandKind::MX) {
+    // An NVFP4 side: decodeE4M3(code) x tensor scale (MX: 2^e), rounded.
+    const FormatConstants e4m3 = constantsOf(numerics::ElementFormat::E4M3);
+    auto factor = [&](const OperandPlan &operand, Value code,
+                      Value tensorScale) -> Value {
+      if (operand.kind == OperandKind::MX)
+        return e.decodeE8M0(code);
+      return e.mulf(e.decode(code, e4m3), tensorScale);
+    };
+    SmallVector<Value> rowFactor, colFactor;
+    for (Value code : rowCode)
+      rowFactor.push_back(factor(lhs, code, step.lhsTensorScale));
+    for (Value code : colCode)
+      colFactor.push_back(factor(rhs, code, step.rhsTensorScale));
+    return each([&](Value partial, Value sum, int64_t row, int64_t col) {
+      return fma(e.mulf(partial, rowFactor[row]), colFactor[col], sum);
+    });
+  }
+  // MX x MX, exactly. Where every scale pair of the thread's results is
+  // 2^s with s in [-90, 90] and none is NaN, 2^s is a normal fp32 built by
+  // one integer add ((ca << 23) + ((cb - 127) << 23)), and every nonzero
+  // sum times it is a normal fp32 (E5M2 sums lie in [2^-32, 2^37)): one
+  // fma, exact product, the sum rounded once. Elsewhere the scale's halves
+  // (scaleHalves), with the same result wherever both are exact.
+  auto extreme = [&](ArrayRef<Value> codes, bool largest) {
+    Value found = codes.front();
+    for (Value code : codes.drop_front())
+      found = largest ? e.maxsi(found, code) : e.minsi(found, code);
+    return found;
+  };
+  Value maxRow = extreme(rowCode, true), maxCol = extreme(colCode, true);
+  Value safe = e.cmp(CmpIPredicate::sge,
+                     e.add(extreme(rowCode, false), extreme(colCode, false)),
+                     e.c32(254 - 90));
+  for (Value bound : {e.cmp(CmpIPredicate::sle, e.add(maxRow, maxCol),
+                            e.c32(254 + 90)),
+                      e.cmp(CmpIPredicate::sle, maxRow, e.c32(254)),
+                      e.cmp(CmpIPredicate::sle, maxCol, e.c32(254))})
+    safe = arith::AndIOp::create(e.b, safe, bound);
+  SmallVector<Type> types(acc.size(), e.f32());
+  auto branch = scf::IfOp::create(e.b, types, safe, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(e.b);
+    e.b.setInsertionPointToStart(&branch.getThenRegion().front());
+    SmallVector<Value> rowBits, colBits;
+    for (Value code : rowCode)
+      rowBits.push_back(e.shl(code, e.c32(23)));
+    for (Value code : colCode)
+      colBits.push_back(e.shl(e.sub(code, e.c32(127)), e.c32(23)));
+    scf::YieldOp::create(
+        e.b, each([&](Value partial, Value sum, int64_t row, int64_t col) {
+          return fma(partial, e.bitcast(e.add(rowBits[row], colBits[col]), e.f32()),
+                     sum);
+        }));
+    e.b.setInsertionPointToStart(&branch.getElseRegion().front());
+    SmallVector<std::pair<Value, Value>> rowHalves, colHalves;
+    for (Value code : rowCode)
+      rowHalves.push_back(scaleHalves(e, code));
+    for (Value code : colCode)
+      colHalves.push_back(scaleHalves(e, code));
+    scf::YieldOp::create(
+        e.b, each([&](Value partial, Value sum, int64_t row, int64_t col) {
+          auto [a1, a2] = rowHalves[row];
+          auto [b1, b2] = colHalves[col];
+          return fma(e.mulf(partial, e.mulf(a1, b1)), e.mulf(a2, b2), sum);
+        }));
+  }
+  return SmallVector<Value>(branch.getResults());
 }
 
 SmallVector<Value> NVVMGemmLowering::accumulateBF16(QuantizationEmitter &e,

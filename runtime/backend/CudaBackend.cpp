@@ -43,6 +43,9 @@ struct CudaDriver {
                             void **) = nullptr;
   int (*cuModuleUnload)(Handle) = nullptr;
   int (*cuModuleGetFunction)(Handle *, Handle, const char *) = nullptr;
+  int (*cuFuncGetAttribute)(int *, int, Handle) = nullptr;
+  int (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, Handle, int,
+                                                     size_t) = nullptr;
   int (*cuLaunchKernel)(Handle, unsigned, unsigned, unsigned, unsigned,
                         unsigned, unsigned, unsigned, Handle, void **,
                         void **) = nullptr;
@@ -95,6 +98,9 @@ struct CudaDriver {
     resolve(cuModuleLoadDataEx, "cuModuleLoadDataEx");
     resolve(cuModuleUnload, "cuModuleUnload");
     resolve(cuModuleGetFunction, "cuModuleGetFunction");
+    resolve(cuFuncGetAttribute, "cuFuncGetAttribute");
+    resolve(cuOccupancyMaxActiveBlocksPerMultiprocessor,
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     resolve(cuLaunchKernel, "cuLaunchKernel");
     resolve(cuGetErrorName, "cuGetErrorName");
     resolve(cuGetErrorString, "cuGetErrorString");
@@ -335,6 +341,24 @@ io::Expected<Kernel> CudaBackend::getKernel(Module module,
 }
 
 const KernelSignature *CudaBackend::signature(Kernel) const { return nullptr; }
+
+io::Expected<CudaBackend::KernelResources>
+CudaBackend::resources(Kernel kernel, int blockThreads) {
+  // CUfunction_attribute: shared 1, local 3, registers 4.
+  enum { kSharedSizeBytes = 1, kLocalSizeBytes = 3, kNumRegs = 4 };
+  KernelResources used;
+  void *function = reinterpret_cast<void *>(kernel.handle);
+  for (auto [attribute, slot] :
+       {std::pair{kNumRegs, &used.registers},
+        std::pair{kSharedSizeBytes, &used.staticSharedBytes},
+        std::pair{kLocalSizeBytes, &used.localBytes}})
+    if (int r = driver_->cuFuncGetAttribute(slot, attribute, function))
+      return driverError("cuFuncGetAttribute", r);
+  if (int r = driver_->cuOccupancyMaxActiveBlocksPerMultiprocessor(
+          &used.blocksPerSM, function, blockThreads, 0))
+    return driverError("cuOccupancyMaxActiveBlocksPerMultiprocessor", r);
+  return used;
+}
 
 io::Status CudaBackend::launch(Kernel kernel, const LaunchConfig &config,
                                ArrayView<Buffer> buffers,

@@ -65,6 +65,17 @@ public:
   /// GPU modules carry no signatures (a bundle's manifest will): null.
   const KernelSignature *signature(Kernel kernel) const override;
 
+  /// What a loaded kernel uses, as the driver compiled it (PTX is
+  /// JIT-compiled at load), and how many blocks of `blockThreads` threads
+  /// fit on one SM.
+  struct KernelResources {
+    int registers = 0;   ///< per thread
+    int staticSharedBytes = 0;
+    int localBytes = 0;  ///< per thread: spills and stack
+    int blocksPerSM = 0;
+  };
+  io::Expected<KernelResources> resources(Kernel kernel, int blockThreads);
+
   io::Status launch(Kernel kernel, const LaunchConfig &config,
                     ArrayView<Buffer> buffers, ArrayView<Scalar> scalars,
                     Stream stream = {}) override;
