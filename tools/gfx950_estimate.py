@@ -56,16 +56,27 @@ def loop_of(assembly, function):
             if l.strip() and not l.startswith(".") and not l.strip().startswith(";")]
 
 
-def mca(llvm_mca, instructions):
-    result = subprocess.run(
-        [llvm_mca, "-mtriple=amdgcn-amd-amdhsa", "-mcpu=gfx950",
-         "-iterations=100"],
-        input="\n".join(instructions) + "\n", capture_output=True, text=True)
+ITERATIONS = 10  # llvm-22's mca can take minutes on some loops at 100
+MCA_SECONDS = 20  # and never end on a few: those kernels are left out
+
+
+def mca(llvm_mca, instructions, name):
+    try:
+        result = subprocess.run(
+            [llvm_mca, "-mtriple=amdgcn-amd-amdhsa", "-mcpu=gfx950",
+             f"-iterations={ITERATIONS}"],
+            input="\n".join(instructions) + "\n", capture_output=True,
+            text=True, timeout=MCA_SECONDS)
+    except FileNotFoundError:
+        sys.exit(f"gfx950_estimate: no llvm-mca at {llvm_mca} (--llvm-mca PATH)")
+    except subprocess.TimeoutExpired:
+        return None
     if result.returncode != 0:
-        sys.exit("gfx950_estimate: llvm-mca failed: " + result.stderr.strip())
+        sys.exit(f"gfx950_estimate: {name}: llvm-mca failed: " +
+                 result.stderr.strip())
     total = int(re.search(r"Total Cycles:\s+(\d+)", result.stdout).group(1))
     block = float(re.search(r"Block RThroughput:\s+([\d.]+)", result.stdout).group(1))
-    return total / 100.0, block
+    return total / ITERATIONS, block
 
 
 def main(argv):
@@ -104,7 +115,13 @@ def main(argv):
         if not loop or mfmas == 0:
             sys.exit(f"gfx950_estimate: {kernel['name']}: no K loop with MFMAs "
                      "in its GEMM launch")
-        single, issue = mca(llvm_mca, loop)
+        timed = mca(llvm_mca, loop, kernel["name"])
+        shape = f"{computes['m']} x {computes['n']} x {computes['k']}"
+        if timed is None:
+            print(f"{kernel['name'][:28]:<28} {shape:<22} {len(loop):>5} {mfmas:>4} "
+                  f"(no estimate: llvm-mca gave no result in {MCA_SECONDS} s)")
+            continue
+        single, issue = timed
         formats = [computes[s]["format"] for s in ("lhs", "rhs")]
         element = "bf16" if "bf16" in formats else (
             "e4m3" if any(f != "e2m1" for f in formats) else "e2m1")
@@ -114,7 +131,6 @@ def main(argv):
         bound = max(bounds, key=bounds.get)
         cycles = bounds[bound]
         flops = 2 * 32 * 32 * plan["step_k"] / cycles * SIMDS * CUS * CLOCK
-        shape = f"{computes['m']} x {computes['n']} x {computes['k']}"
         print(f"{kernel['name'][:28]:<28} {shape:<22} {len(loop):>5} {mfmas:>4} "
               f"{single:>10.1f} {waves:>5} {cycles:>7.1f} {bound:<7} "
               f"{flops / 1e12:>8.1f} {100 * flops / 1e12 / PEAK[element]:>6.1f}%")

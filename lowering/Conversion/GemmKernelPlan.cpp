@@ -110,7 +110,7 @@ GemmKernelLowering::planOperand(Value operand, Value scales,
   return plan;
 }
 
-GemmTiling GemmKernelLowering::chooseTiling() const {
+GemmTiling GemmKernelLowering::chooseTiling() {
   GemmTiling t;
   auto largest = [](int64_t extent, std::initializer_list<int64_t> sizes,
                     int64_t limit = 128) {
@@ -125,7 +125,22 @@ GemmTiling GemmKernelLowering::chooseTiling() const {
   // bf16 tiles are twice the bytes: half the K keeps them in 48 KB.
   t.stepK = bf16 ? largest(k, {64, 32}) : largest(k, {128, 64, 32});
   t.chunk = bf16 ? k : std::min(lhs.block(), rhs.block());
-  t.pitch = t.stepK * lhs.elementBytes() + kRowPadding;
+  const int64_t threads = t.warps() * lanes;
+  for (int side = 0; side < 2; ++side) {
+    const OperandPlan &operand = side == 0 ? lhs : rhs;
+    const bool kContiguous =
+        side == 0 ? !matmul.getTransposeLhs() : matmul.getTransposeRhs();
+    const int64_t rows = side == 0 ? t.blockM : t.blockN;
+    // Packing whole words of four codes: rows K-contiguous, or transposed
+    // four words at a time in registers (OperandStaging).
+    const int64_t wordsPerThread = rows * t.stepK / 4 / threads;
+    t.packed[side] = packsE2M1() &&
+                     operand.quant.getFormat() == ElementFormat::E2M1 &&
+                     (kContiguous || wordsPerThread % 4 == 0);
+    t.pitch[side] = (t.packed[side] ? t.stepK / 2
+                                    : t.stepK * operand.elementBytes()) +
+                    kRowPadding;
+  }
   return t;
 }
 
@@ -266,6 +281,8 @@ DictionaryAttr GemmKernelLowering::describe(Builder &b) {
       b.getNamedAttr("step_k", b.getI64IntegerAttr(tiling.stepK)),
       b.getNamedAttr("chunk", b.getI64IntegerAttr(tiling.chunk)),
       b.getNamedAttr("staged_bytes", b.getI64IntegerAttr(stagedBytes())),
+      b.getNamedAttr("pitch", b.getDenseI64ArrayAttr(
+                                  {tiling.pitch[0], tiling.pitch[1]})),
       b.getNamedAttr("instruction", b.getStringAttr(instruction())),
   });
   return b.getDictionaryAttr({
@@ -651,15 +668,22 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
 // The GEMM launch: staged tiles, loads one step ahead
 //===----------------------------------------------------------------------===//
 
+Value GemmKernelLowering::stagedIndex(QuantizationEmitter &e, int side,
+                                      Value row, Value kk) {
+  const OperandPlan &operand = side == 0 ? lhs : rhs;
+  Value rowAt = e.addIndex(e.cIndex(side == 0 ? lhsTileAt() : rhsTileAt()),
+                           e.mulIndex(row, e.cIndex(tiling.pitch[side])));
+  Value offset = tiling.packed[side]
+                     ? e.divIndex(kk, 2)
+                     : e.mulIndex(kk, e.cIndex(operand.elementBytes()));
+  return e.divIndex(e.addIndex(rowAt, offset), 4);
+}
+
 Value GemmKernelLowering::stagedWord(QuantizationEmitter &e,
-                                     const StagedStep &step, int64_t base,
-                                     Value row, Value kk,
-                                     const OperandPlan &operand) {
-  Value byte = e.addIndex(
-      e.addIndex(e.cIndex(base), e.mulIndex(row, e.cIndex(tiling.pitch))),
-      e.mulIndex(kk, e.cIndex(operand.elementBytes())));
+                                     const StagedStep &step, int side,
+                                     Value row, Value kk) {
   return memref::LoadOp::create(e.b, step.words,
-                                ValueRange{e.divIndex(byte, 4)});
+                                ValueRange{stagedIndex(e, side, row, kk)});
 }
 
 Value GemmKernelLowering::stagedScale(QuantizationEmitter &e,
@@ -674,11 +698,11 @@ Value GemmKernelLowering::stagedScale(QuantizationEmitter &e,
 
 Value GemmKernelLowering::lhsWord(QuantizationEmitter &e,
                                   const StagedStep &step, Value row, Value kk) {
-  return stagedWord(e, step, lhsTileAt(), row, kk, lhs);
+  return stagedWord(e, step, 0, row, kk);
 }
 Value GemmKernelLowering::rhsWord(QuantizationEmitter &e,
                                   const StagedStep &step, Value col, Value kk) {
-  return stagedWord(e, step, rhsTileAt(), col, kk, rhs);
+  return stagedWord(e, step, 1, col, kk);
 }
 Value GemmKernelLowering::lhsScaleCode(QuantizationEmitter &e,
                                        const StagedStep &step, Value row,
@@ -726,6 +750,7 @@ struct OperandStaging {
   int64_t rows;        ///< Rows (columns) of the block's tile it covers.
   int64_t extent;      ///< The operand's other dimension: M or N.
   int64_t tileAt, scalesAt, pitch, stepK, k, threads;
+  bool packed; ///< E2M1 codes staged two per byte (a word's four as 16 bits).
   Value origin; ///< The block's first row (column), index.
 
   int64_t elementsPerWord() const { return 4 / operand->elementBytes(); }
@@ -821,11 +846,25 @@ struct OperandStaging {
              function_ref<Value(Value)> convert) {
     const int64_t perWord = elementsPerWord();
     const int64_t bytesPer = operand->elementBytes();
-    auto wordIndex = [&](Value r, Value kk) {
-      return e.addIndex(
-          e.cIndex(tileAt / 4),
-          e.addIndex(e.mulIndex(r, e.cIndex(pitch / 4)),
-                     e.divIndex(kk, perWord)));
+    // A word of K-consecutive elements into row r at K-element kk: as it
+    // is, or (packed) its four E2M1 codes as four nibbles, 16 bits.
+    auto storeWord = [&](Value r, Value kk, Value word) {
+      if (!packed) {
+        Value at = e.addIndex(e.cIndex(tileAt / 4),
+                              e.addIndex(e.mulIndex(r, e.cIndex(pitch / 4)),
+                                         e.divIndex(kk, perWord)));
+        memref::StoreOp::create(e.b, word, words, ValueRange{at});
+        return;
+      }
+      Value nibbles = e.c32(0);
+      for (int64_t q = 0; q < 4; ++q)
+        nibbles = e.bitOr(nibbles, e.bitAnd(e.shrui(word, e.c32(4 * q)),
+                                            e.c32(0xF << (4 * q))));
+      Value at = e.addIndex(e.cIndex(tileAt / 2),
+                            e.addIndex(e.mulIndex(r, e.cIndex(pitch / 2)),
+                                       e.divIndex(kk, 4)));
+      memref::StoreOp::create(e.b, e.trunc(nibbles, e.i16()), halves,
+                              ValueRange{at});
     };
     if (transposeInRegisters()) {
       for (int64_t q = 0; q < wordsPerThread(); q += perWord) {
@@ -835,17 +874,14 @@ struct OperandStaging {
         SmallVector<Value> out = transpose(e, in);
         auto [kk, r] = wordAt(e, thread, q);
         for (int64_t p = 0; p < perWord; ++p)
-          memref::StoreOp::create(
-              e.b, out[p], words,
-              ValueRange{wordIndex(e.addIndex(r, e.cIndex(p)), kk)});
+          storeWord(e.addIndex(r, e.cIndex(p)), kk, out[p]);
       }
     }
     for (int64_t q = 0; q < wordsPerThread() && !transposeInRegisters(); ++q) {
       Value word = convert(values[q]);
       auto [kk, r] = wordAt(e, thread, q);
       if (kContiguous) {
-        memref::StoreOp::create(e.b, word, words,
-                                ValueRange{wordIndex(r, kk)});
+        storeWord(r, kk, word);
         continue;
       }
       // Transposed into K-major rows: each element of the word to its row.
@@ -949,7 +985,8 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     s.extent = side == 0 ? m : n;
     s.tileAt = side == 0 ? lhsTileAt() : rhsTileAt();
     s.scalesAt = side == 0 ? lhsScalesAt() : rhsScalesAt();
-    s.pitch = tiling.pitch;
+    s.pitch = tiling.pitch[side];
+    s.packed = tiling.packed[side];
     s.stepK = tiling.stepK;
     s.k = k;
     s.threads = threads;

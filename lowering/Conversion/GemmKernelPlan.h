@@ -79,7 +79,11 @@ struct GemmTiling {
   static constexpr int64_t warpM = 32, warpN = 32; ///< A warp's (wave's).
   int64_t stepK = 0;  ///< K staged in shared memory (LDS) per step.
   int64_t chunk = 0;  ///< G: K summed before the scales apply (K: none).
-  int64_t pitch = 0;  ///< Bytes per K-major row of a staged tile.
+  /// Per operand (lhs, rhs): whether its E2M1 codes are staged packed, two
+  /// per byte as an MFMA reads them (the chip's choice, packsE2M1()), and
+  /// the bytes per K-major row of its staged tile (16 of them padding).
+  bool packed[2] = {false, false};
+  int64_t pitch[2] = {0, 0};
   int64_t warps() const { return (blockM / warpM) * (blockN / warpN); }
 };
 
@@ -142,16 +146,22 @@ protected:
   }
   /// The name of the matrix instruction, for the plan's description.
   virtual std::string instruction() = 0;
+  /// Whether the chip reads E2M1 codes packed two per byte (its staged
+  /// tiles then hold them so, where the staging can pack whole words).
+  virtual bool packsE2M1() const { return false; }
 
   mlir::InFlightDiagnostic refuse(const llvm::Twine &why);
 
   /// Inside the staged tiles: the i32 word holding K-element `kk` (a
-  /// multiple of 4 / elementBytes) of row `row` of the left operand's tile
-  /// (a row of the block's result tile) or column `col` of the right's.
+  /// multiple of 4 / elementBytes, or of 8 when packed) of row `row` of the
+  /// left operand's tile (a row of the block's result tile) or column `col`
+  /// of the right's. stagedIndex: the index of that word in step.words.
   mlir::Value lhsWord(QuantizationEmitter &e, const StagedStep &step,
                       mlir::Value row, mlir::Value kk);
   mlir::Value rhsWord(QuantizationEmitter &e, const StagedStep &step,
                       mlir::Value col, mlir::Value kk);
+  mlir::Value stagedIndex(QuantizationEmitter &e, int side, mlir::Value row,
+                          mlir::Value kk);
   /// The staged scale code (i32) of row `row` (column `col`) for its scale
   /// block `blockInStep` of the step.
   mlir::Value lhsScaleCode(QuantizationEmitter &e, const StagedStep &step,
@@ -173,7 +183,7 @@ private:
                                            mlir::Value scales,
                                            OperandQuantAttr quant,
                                            llvm::StringRef which);
-  GemmTiling chooseTiling() const;
+  GemmTiling chooseTiling();
   void buildPrologue(mlir::OpBuilder &moduleBuilder, const OperandPlan &operand);
   void buildGemm(mlir::OpBuilder &moduleBuilder);
   /// What the kernel computes, for the bundle's manifest and its checks.
@@ -181,16 +191,15 @@ private:
   mlir::DictionaryAttr describeOperand(mlir::Builder &b,
                                        const OperandPlan &operand);
   mlir::Value stagedWord(QuantizationEmitter &e, const StagedStep &step,
-                         int64_t base, mlir::Value row, mlir::Value kk,
-                         const OperandPlan &operand);
+                         int side, mlir::Value row, mlir::Value kk);
   mlir::Value stagedScale(QuantizationEmitter &e, const StagedStep &step,
                           int64_t base, int64_t rows, mlir::Value row,
                           mlir::Value blockInStep);
   /// Byte offsets of the staged tiles and scales in the workgroup buffer.
   int64_t lhsTileAt() const { return 0; }
-  int64_t rhsTileAt() const { return tiling.blockM * tiling.pitch; }
+  int64_t rhsTileAt() const { return tiling.blockM * tiling.pitch[0]; }
   int64_t lhsScalesAt() const {
-    return rhsTileAt() + tiling.blockN * tiling.pitch;
+    return rhsTileAt() + tiling.blockN * tiling.pitch[1];
   }
   int64_t rhsScalesAt() const {
     return lhsScalesAt() + scalesPerStep(lhs, tiling.blockM);

@@ -163,7 +163,9 @@ def ConvertTetraToAMDGPU : Pass<"convert-tetra-to-amdgpu", "mlir::ModuleOp"> {
       K, accumulating over all of K.
 
     The scaled MFMAs take E2M1 as format 4, E4M3 as 0, E5M2 as 1; they
-    apply both scales and accumulate in fp32. NVFP4 is refused by name:
+    apply both scales and accumulate in fp32. E2M1 codes are staged packed
+    two per byte, as the MFMA reads them, and each lane reads its operand
+    from LDS in one 16-byte load. NVFP4 is refused by name:
     gfx950 has no MFMA with E4M3 scales on blocks of 16. Codes come from
     the shared emitter, not from `v_cvt_scalef32_pk_fp4_*`, whose ties,
     saturation and NaN could not be checked against the numerics library

@@ -24,8 +24,9 @@
 // The scaled MFMAs (`amdgpu.scaled_mfma`) take E2M1 as format 4 (cbsz:4
 // blgp:4), E4M3 as 0 and E5M2 as 1; they apply both scales and accumulate
 // in fp32. gfx950 has no MFMA with E4M3 scales on blocks of 16: NVFP4 is
-// refused by name. E2M1 codes are packed into nibbles as the MFMA reads
-// them; codes come from the shared emitter, not from v_cvt_scalef32_pk_fp4
+// refused by name. E2M1 codes are staged packed two per byte, as the MFMA
+// reads them (packsE2M1), and each lane's operand is one 16-byte LDS read;
+// codes come from the shared emitter, not from v_cvt_scalef32_pk_fp4
 // (whose rounding of ties, saturation and NaN could not be checked against
 // the numerics library without an MI355X).
 //
@@ -101,11 +102,18 @@ private:
     return smallTiles() ? "v_mfma_scale_f32_16x16x128_f8f6f4"
                         : "v_mfma_scale_f32_32x32x64_f8f6f4";
   }
+  /// E2M1 codes staged two per byte: the scaled MFMA reads them so.
+  bool packsE2M1() const override { return true; }
   /// A lane's 32 codes of one MX block (K elements kk .. kk + 31 of a
   /// staged row) as the MFMA's operand vector: FP8 codes as they are, E2M1
-  /// packed into nibbles, the lowest element in the lowest bits.
+  /// as nibbles (staged so, or packed here), the lowest element in the
+  /// lowest bits; zero where `inside` is false.
   Value blockOperand(QuantizationEmitter &e, const StagedStep &step,
                      bool left, Value row, Value kk, Value inside);
+  /// `words` i32 words of a staged row from K-element kk on, in one
+  /// aligned vector load.
+  Value stagedVector(QuantizationEmitter &e, const StagedStep &step, bool left,
+                     Value row, Value kk, int64_t words);
 };
 
 /// The MFMA element type of an element format's codes.
@@ -120,40 +128,56 @@ Type mfmaElementType(MLIRContext *context, ElementFormat format) {
   }
 }
 
+Value AMDGPUGemmLowering::stagedVector(QuantizationEmitter &e,
+                                       const StagedStep &step, bool left,
+                                       Value row, Value kk, int64_t words) {
+  // 16-byte aligned: pitches, tile offsets and lane offsets are multiples
+  // of 16 bytes, so these are ds_read_b128.
+  return vector::LoadOp::create(
+      e.b, VectorType::get({words}, e.i32()), step.words,
+      ValueRange{stagedIndex(e, left ? 0 : 1, row, kk)},
+      /*nontemporal=*/false, e.b.getI64IntegerAttr(16));
+}
+
 Value AMDGPUGemmLowering::blockOperand(QuantizationEmitter &e,
                                        const StagedStep &step, bool left,
                                        Value row, Value kk, Value inside) {
   const OperandPlan &operand = left ? lhs : rhs;
-  SmallVector<Value> staged;
-  for (int64_t w = 0; w < 8; ++w) {
-    Value at = e.addIndex(kk, e.cIndex(4 * w));
-    Value word = left ? lhsWord(e, step, row, at) : rhsWord(e, step, row, at);
-    staged.push_back(inside ? e.select(inside, word, e.c32(0)) : word);
-  }
-  SmallVector<Value> words;
-  if (operand.quant.getFormat() != ElementFormat::E2M1) {
-    words = staged;
+  const bool e2m1 = operand.quant.getFormat() == ElementFormat::E2M1;
+  const bool packed = tiling.packed[left ? 0 : 1];
+  Value words;
+  if (!e2m1 || packed) {
+    // FP8 codes as they are (8 words), or E2M1 codes staged packed (4).
+    words = stagedVector(e, step, left, row, kk, e2m1 ? 4 : 8);
   } else {
-    // Byte q of a staged word (a code below 16) to nibble q.
-    auto nibbles = [&](Value word) {
-      Value packed = e.c32(0);
+    // E2M1 staged a code per byte: byte q of a word to nibble q.
+    Value bytes = stagedVector(e, step, left, row, kk, 8);
+    auto nibbles = [&](int64_t w) {
+      Value word = vector::ExtractOp::create(e.b, bytes, ArrayRef<int64_t>{w});
+      Value packedWord = e.c32(0);
       for (int64_t q = 0; q < 4; ++q)
-        packed = e.bitOr(packed, e.bitAnd(e.shrui(word, e.c32(4 * q)),
-                                          e.c32(0xF << (4 * q))));
-      return packed;
+        packedWord = e.bitOr(packedWord, e.bitAnd(e.shrui(word, e.c32(4 * q)),
+                                                  e.c32(0xF << (4 * q))));
+      return packedWord;
     };
+    SmallVector<Value> packedWords;
     for (int64_t w = 0; w < 4; ++w)
-      words.push_back(e.bitOr(nibbles(staged[2 * w]),
-                              e.shl(nibbles(staged[2 * w + 1]), e.c32(16))));
+      packedWords.push_back(
+          e.bitOr(nibbles(2 * w), e.shl(nibbles(2 * w + 1), e.c32(16))));
+    words = vector::FromElementsOp::create(
+        e.b, VectorType::get({4}, e.i32()), packedWords);
+  }
+  if (inside) {
+    auto type = cast<VectorType>(words.getType());
+    Value zero = arith::ConstantOp::create(
+        e.b, DenseElementsAttr::get(type, e.b.getI32IntegerAttr(0)));
+    words = e.select(inside, words, zero);
   }
   MLIRContext *context = kernel.getContext();
-  Value packed = vector::FromElementsOp::create(
-      e.b, VectorType::get({static_cast<int64_t>(words.size())}, e.i32()),
-      words);
   return vector::BitCastOp::create(
       e.b,
       VectorType::get({32}, mfmaElementType(context, operand.quant.getFormat())),
-      packed);
+      words);
 }
 
 SmallVector<Value>
@@ -169,16 +193,11 @@ AMDGPUGemmLowering::accumulateStep(QuantizationEmitter &e,
     Value r = arith::RemUIOp::create(e.b, step.lane, e.cIndex(32));
     Value half = e.divIndex(step.lane, 32);
     auto operand = [&](bool left, Value kk) {
-      SmallVector<Value> words;
-      for (int64_t w = 0; w < 4; ++w) {
-        Value at = e.addIndex(kk, e.cIndex(2 * w));
-        words.push_back(left ? lhsWord(e, step, e.addIndex(step.warpRow, r), at)
-                             : rhsWord(e, step, e.addIndex(step.warpCol, r), at));
-      }
-      Value packed = vector::FromElementsOp::create(
-          e.b, VectorType::get({4}, e.i32()), words);
+      Value words = stagedVector(
+          e, step, left, e.addIndex(left ? step.warpRow : step.warpCol, r), kk,
+          4);
       return vector::BitCastOp::create(
-          e.b, VectorType::get({8}, BFloat16Type::get(context)), packed);
+          e.b, VectorType::get({8}, BFloat16Type::get(context)), words);
     };
     for (int64_t q = 0; q < tiling.stepK / 16; ++q) {
       Value kk = e.addIndex(e.cIndex(16 * q), e.mulIndex(half, e.cIndex(8)));

@@ -13,24 +13,29 @@
 // 128 in one staged step, chunks of 32), the same prologue launches (one
 // thread per 32-token segment: 4 x 64 = 256 threads for dY, 4 x 32 for X;
 // rotated in private memory allocated at the entry, then quantized), in
-// the same order, and the same GEMM arguments and staged bytes.
+// the same order, and the same GEMM arguments. The staged format is the
+// chip's: gfx950 stages E2M1 codes packed two per byte, as its MFMA reads
+// them (64 + 16 bytes a row), sm_90a widened to E4M3 bytes (128 + 16).
 // PLAN-LABEL: gpu.module @wo_wgrad
 // PLAN-SAME: tetra.gemm = {gemm = "wo_wgrad", k = 128 : i64, lhs = {axis = 0 : i64, block = 32 : i64, format = "e2m1", input = 0 : i64, kind = "mx", rotation = {block = 32 : i64, kind = "hadamard", schedule = "fixed", seed = 0 : i64}, rounding = "nearest_even", rule = "floor", scale = "e8m0", shape = array<i64: 128, 64>, tensor_id = 0 : i64}, m = 64 : i64, n = 32 : i64
-// PLAN-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, instruction = "{{[^"]*}}", staged_bytes = 14208 : i64, step_k = 128 : i64, warp_tile = array<i64: 32, 32>}
+// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, instruction = "v_mfma_scale_f32_16x16x128_f8f6f4", pitch = array<i64: 80, 80>, staged_bytes = 8064 : i64, step_k = 128 : i64, warp_tile = array<i64: 32, 32>}
+// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 144, 144>, staged_bytes = 14208 : i64, step_k = 128 : i64, warp_tile = array<i64: 32, 32>}
 // PLAN: gpu.func @wo_wgrad__lhs({{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>, tetra.launch = {arguments = ["input:0", "scratch:lhs.codes", "scratch:lhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 2, 1, 1>}}
 // PLAN: memref.alloca() : memref<32xf32, #gpu.address_space<private>>
 // PLAN: memref.alloca() : memref<32xf32, #gpu.address_space<private>>
 // PLAN-NEXT: scf.if
 // PLAN: gpu.func @wo_wgrad__rhs({{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>, tetra.launch = {arguments = ["input:1", "scratch:rhs.codes", "scratch:rhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>}}
-// PLAN: gpu.func @wo_wgrad__gemm(%{{.*}}: memref<2048xi32>, %{{.*}}: memref<256xi8>, %{{.*}}: memref<1024xi32>, %{{.*}}: memref<128xi8>, %{{.*}}: memref<2048xf32>) workgroup(%{{.*}} : memref<14208xi8, #gpu.address_space<workgroup>>)
+// PLAN: gpu.func @wo_wgrad__gemm(%{{.*}}: memref<2048xi32>, %{{.*}}: memref<256xi8>, %{{.*}}: memref<1024xi32>, %{{.*}}: memref<128xi8>, %{{.*}}: memref<2048xf32>) workgroup(%{{.*}} : memref<{{8064|14208}}xi8, #gpu.address_space<workgroup>>)
 // The block: two waves of 64 lanes (gfx950) or two warps of 32 (sm_90a).
 // AMD-SAME: block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>
 // NV-SAME: block = array<i64: 64, 1, 1>, grid = array<i64: 1, 1, 1>
 // PLAN: scf.for
 // PLAN: gpu.barrier
 // Then each target's instruction on the staged step: gfx950 four scaled
-// MFMAs 16x16x128 per wave (2 x 2 tiles, each lane one MX block of K);
-// sm_90a four chunks of 32, each eight m16n8k32 started from zero.
+// MFMAs 16x16x128 per wave (2 x 2 tiles, each lane one MX block of K, its
+// 32 packed codes in one 16-byte LDS read); sm_90a four chunks of 32, each
+// eight m16n8k32 started from zero.
+// AMD: vector.load %{{.*}}[%{{.*}}] {alignment = 16 : i64} : memref<2016xi32, #gpu.address_space<workgroup>>, vector<4xi32>
 // AMD-COUNT-4: amdgpu.scaled_mfma 16x16x128 ({{.*}}[0] * {{.*}}) * ({{.*}}[0] * {{.*}}) + {{.*}} : f8E8M0FNU, vector<32xf4E2M1FN>, f8E8M0FNU, vector<32xf4E2M1FN>, vector<4xf32>
 // AMD-NOT: amdgpu.scaled_mfma
 // NV-COUNT-32: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"
@@ -55,7 +60,7 @@ func.func @wgrad(%dy: tensor<128x64xf32>, %x: tensor<128x32xf32>) -> tensor<64x3
 // MXFP8: E4M3 codes go to the MFMA as E4M3 (format 0), E5M2 as E5M2. K =
 // 64 is one step of 64: one scaled MFMA 32x32x64 per wave.
 // PLAN-LABEL: gpu.module @mixed_fprop
-// PLAN-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, instruction = "{{[^"]*}}", staged_bytes = 7872 : i64, step_k = 64 : i64, warp_tile = array<i64: 32, 32>}
+// PLAN-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, instruction = "{{[^"]*}}", pitch = array<i64: 80, 80>, staged_bytes = 7872 : i64, step_k = 64 : i64, warp_tile = array<i64: 32, 32>}
 // AMD: amdgpu.scaled_mfma 32x32x64 {{.*}} : f8E8M0FNU, vector<32xf8E4M3FN>, f8E8M0FNU, vector<32xf8E5M2>, vector<16xf32>
 // NV: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e5m2.f32"
 #e4 = #tetra.quant<mxfp8_e4m3>
@@ -76,7 +81,7 @@ func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 // same plan (steps of 64, one chunk of all K) on both; gfx950 accumulates
 // in v_mfma_f32_32x32x16_bf16, sm_90a in mma.sync.m16n8k16.bf16.
 // PLAN-LABEL: gpu.module @lm_head_dgrad
-// PLAN-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, instruction = "{{[^"]*}}", staged_bytes = 18432 : i64, step_k = 64 : i64, warp_tile = array<i64: 32, 32>}
+// PLAN-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, instruction = "{{[^"]*}}", pitch = array<i64: 144, 144>, staged_bytes = 18432 : i64, step_k = 64 : i64, warp_tile = array<i64: 32, 32>}
 // PLAN: gpu.func @lm_head_dgrad__lhs(%{{.*}}: memref<8192xf32>, %{{.*}}: memref<8192xi16>
 // PLAN: gpu.func @lm_head_dgrad__rhs(%{{.*}}: memref<8192xf32>, %{{.*}}: memref<8192xi16>
 // PLAN: gpu.func @lm_head_dgrad__gemm

@@ -18,7 +18,7 @@
 // CHECK-SAME: gemm = "layers.0.attn.wq.fprop"
 // CHECK-SAME: lhs = {axis = 1 : i64, block = 32 : i64, format = "e4m3", input = 0 : i64, kind = "mx", rotation = {kind = "none"}, rounding = "nearest_even", rule = "rceil"
 // CHECK-SAME: m = 64 : i64, n = 32 : i64
-// CHECK-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, instruction = "mma.sync.m16n8k32.e4m3.e4m3", staged_bytes = 7872 : i64, step_k = 64 : i64, warp_tile = array<i64: 32, 32>}
+// CHECK-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 80, 80>, staged_bytes = 7872 : i64, step_k = 64 : i64, warp_tile = array<i64: 32, 32>}
 // CHECK-SAME: transpose_lhs = false, transpose_rhs = true
 // CHECK: gpu.func @wq_fprop__lhs(%{{.*}}: memref<4096xf32>, %{{.*}}: memref<4096xi8>, %{{.*}}: memref<128xi8>, %{{.*}}: i64, %{{.*}}: i64) kernel
 // CHECK-SAME: tetra.launch = {arguments = ["input:0", "scratch:lhs.codes", "scratch:lhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>}
