@@ -500,6 +500,40 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
                           e.toI64(s.indexOf(e.addIndex(base, j))));
     };
   };
+  // Each scale block of a thread's segment through `quantizeBlock` (the
+  // emitter's MX or NVFP4 block): its elements, their stochastic-rounding
+  // bits, and where its codes and its scale go.
+  using Load = function_ref<Value(Value)>;
+  using StoreCode = function_ref<void(Value, Value)>;
+  using StoreScale = function_ref<void(Value)>;
+  auto quantizeBlocks =
+      [&](QuantizationEmitter &e, Segment &s, gpu::GPUFuncOp func,
+          Value codes, Value scales,
+          function_ref<void(Load, Load, StoreCode, StoreScale)> quantizeBlock) {
+        const int64_t blocksAlong = extent / block;
+        for (int64_t q = 0; q < segment / block; ++q) {
+          Value base = e.cIndex(q * block);
+          Value blockIndex = e.addIndex(
+              e.mulIndex(s.seg, e.cIndex(segment / block)), e.cIndex(q));
+          Value scaleIndex = e.addIndex(
+              e.mulIndex(e.addIndex(e.mulIndex(s.o, e.cIndex(blocksAlong)),
+                                    blockIndex),
+                         e.cIndex(s.innerSize)),
+              s.i);
+          auto bits = randomBitsAt(e, s, func, base);
+          quantizeBlock(
+              [&](Value j) { return s.value(e.addIndex(base, j)); }, bits,
+              [&](Value j, Value code) {
+                memref::StoreOp::create(
+                    e.b, e.trunc(code, e.i8()), codes,
+                    ValueRange{s.indexOf(e.addIndex(base, j))});
+              },
+              [&](Value code) {
+                memref::StoreOp::create(e.b, e.trunc(code, e.i8()), scales,
+                                        ValueRange{scaleIndex});
+              });
+        }
+      };
 
   switch (operand.kind) {
   case OperandKind::BF16: {
@@ -533,32 +567,14 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
         constantsOf(numericsOf(operand.quant.getFormat()));
     buildSegmentThreads(func, operand, block, [&](QuantizationEmitter &e,
                                                   Segment &s) {
-      Value codes = func.getArgument(1), scales = func.getArgument(2);
-      const int64_t blocksAlong = extent / block;
-      for (int64_t q = 0; q < segment / block; ++q) {
-        Value base = e.cIndex(q * block);
-        Value blockIndex = e.addIndex(
-            e.mulIndex(s.seg, e.cIndex(segment / block)), e.cIndex(q));
-        Value scaleIndex = e.addIndex(
-            e.mulIndex(e.addIndex(e.mulIndex(s.o, e.cIndex(blocksAlong)),
-                                  blockIndex),
-                       e.cIndex(s.innerSize)),
-            s.i);
-        auto bits = randomBitsAt(e, s, func, base);
-        e.quantizeMXBlock(
-            block, element, operand.quant.getBlockScale().getRule(),
-            operand.quant.getRounding(),
-            [&](Value j) { return s.value(e.addIndex(base, j)); }, bits,
-            [&](Value j, Value code) {
-              memref::StoreOp::create(
-                  e.b, e.trunc(code, e.i8()), codes,
-                  ValueRange{s.indexOf(e.addIndex(base, j))});
-            },
-            [&](Value code) {
-              memref::StoreOp::create(e.b, e.trunc(code, e.i8()), scales,
-                                      ValueRange{scaleIndex});
-            });
-      }
+      quantizeBlocks(e, s, func, func.getArgument(1), func.getArgument(2),
+                     [&](auto load, auto bits, auto storeCode, auto storeScale) {
+                       e.quantizeMXBlock(
+                           block, element,
+                           operand.quant.getBlockScale().getRule(),
+                           operand.quant.getRounding(), load, bits, storeCode,
+                           storeScale);
+                     });
     });
     return;
   }
@@ -634,30 +650,13 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
         memref::StoreOp::create(e.b, tensorScale, func.getArgument(4),
                                 ValueRange{e.cIndex(0)});
       }
-      const int64_t blocksAlong = extent / block;
-      for (int64_t q = 0; q < segment / block; ++q) {
-        Value base = e.cIndex(q * block);
-        Value blockIndex = e.addIndex(
-            e.mulIndex(s.seg, e.cIndex(segment / block)), e.cIndex(q));
-        Value scaleIndex = e.addIndex(
-            e.mulIndex(e.addIndex(e.mulIndex(s.o, e.cIndex(blocksAlong)),
-                                  blockIndex),
-                       e.cIndex(s.innerSize)),
-            s.i);
-        auto bits = randomBitsAt(e, s, func, base);
-        e.quantizeNVFP4Block(
-            block, element, operand.quant.getRounding(), tensorScale,
-            [&](Value j) { return s.value(e.addIndex(base, j)); }, bits,
-            [&](Value j, Value code) {
-              memref::StoreOp::create(
-                  e.b, e.trunc(code, e.i8()), codes,
-                  ValueRange{s.indexOf(e.addIndex(base, j))});
-            },
-            [&](Value code) {
-              memref::StoreOp::create(e.b, e.trunc(code, e.i8()), scales,
-                                      ValueRange{scaleIndex});
-            });
-      }
+      quantizeBlocks(e, s, func, codes, scales,
+                     [&](auto load, auto bits, auto storeCode, auto storeScale) {
+                       e.quantizeNVFP4Block(block, element,
+                                            operand.quant.getRounding(),
+                                            tensorScale, load, bits, storeCode,
+                                            storeScale);
+                     });
     });
     return;
   }

@@ -99,6 +99,32 @@ private:
   SmallVector<Value> accumulateBF16(QuantizationEmitter &e,
                                     const StagedStep &step,
                                     ValueRange accumulators);
+  /// The warp's A and B fragments of the K elements from k0 on, `perWord`
+  /// of them a 32-bit register (g = lane / 4, t = lane % 4): A register r
+  /// holds row g (+8 for odd r), K perWord·t (+4·perWord for r >= 2); B
+  /// register r holds column g, K perWord·t (+4·perWord for r = 1).
+  std::pair<SmallVector<std::array<Value, 4>>, SmallVector<std::array<Value, 2>>>
+  loadFragments(QuantizationEmitter &e, const StagedStep &step, Value k0,
+                Value g, Value t, int64_t perWord) {
+    SmallVector<std::array<Value, 4>> a(kTilesM);
+    SmallVector<std::array<Value, 2>> b(kTilesN);
+    for (int64_t i = 0; i < kTilesM; ++i)
+      for (int64_t r = 0; r < 4; ++r) {
+        Value row = e.addIndex(step.warpRow,
+                               e.addIndex(g, e.cIndex(16 * i + 8 * (r & 1))));
+        Value kk = e.addIndex(k0, e.addIndex(e.mulIndex(t, e.cIndex(perWord)),
+                                             e.cIndex(4 * perWord * (r >> 1))));
+        a[i][r] = lhsWord(e, step, row, kk);
+      }
+    for (int64_t j = 0; j < kTilesN; ++j)
+      for (int64_t r = 0; r < 2; ++r) {
+        Value col = e.addIndex(step.warpCol, e.addIndex(g, e.cIndex(8 * j)));
+        Value kk = e.addIndex(k0, e.addIndex(e.mulIndex(t, e.cIndex(perWord)),
+                                             e.cIndex(4 * perWord * r)));
+        b[j][r] = rhsWord(e, step, col, kk);
+      }
+    return {a, b};
+  }
   /// `acc` plus each of the chunk's sums (`partials`, one per result of
   /// the thread) times its row's and column's scales (their codes, i32).
   SmallVector<Value> addScaled(QuantizationEmitter &e, const StagedStep &step,
@@ -194,26 +220,9 @@ NVVMGemmLowering::accumulateBlockScaled(QuantizationEmitter &e,
 
   SmallVector<Value> acc(accumulators);
   for (int64_t q = 0; q < tiling.stepK / 32; ++q) {
-    Value k0 = e.cIndex(q * 32);
-    // Fragments: A register r holds row g (+8 for odd r), K 4t (+16 for
-    // r >= 2); B register r holds column g, K 4t (+16 for r = 1).
-    SmallVector<std::array<Value, 4>> a(kTilesM);
-    SmallVector<std::array<Value, 2>> bw(kTilesN);
-    for (int64_t i = 0; i < kTilesM; ++i)
-      for (int64_t r = 0; r < 4; ++r) {
-        Value row = e.addIndex(step.warpRow,
-                               e.addIndex(g, e.cIndex(16 * i + 8 * (r & 1))));
-        Value kk = e.addIndex(k0, e.addIndex(e.mulIndex(t, e.cIndex(4)),
-                                             e.cIndex(16 * (r >> 1))));
-        a[i][r] = lhsWord(e, step, row, kk);
-      }
-    for (int64_t j = 0; j < kTilesN; ++j)
-      for (int64_t r = 0; r < 2; ++r) {
-        Value col = e.addIndex(step.warpCol, e.addIndex(g, e.cIndex(8 * j)));
-        Value kk = e.addIndex(
-            k0, e.addIndex(e.mulIndex(t, e.cIndex(4)), e.cIndex(16 * r)));
-        bw[j][r] = rhsWord(e, step, col, kk);
-      }
+    auto fragments = loadFragments(e, step, e.cIndex(q * 32), g, t, 4);
+    auto &a = fragments.first;
+    auto &bw = fragments.second;
     for (int64_t h = 0; h < halves; ++h) {
       // With 16-element chunks, half h of K: the other half's registers 0.
       auto keep = [&](Value word, int64_t half) {
@@ -355,26 +364,9 @@ SmallVector<Value> NVVMGemmLowering::accumulateBF16(QuantizationEmitter &e,
   Value t = arith::RemUIOp::create(e.b, step.lane, e.cIndex(4));
   SmallVector<Value> acc(accumulators);
   for (int64_t q = 0; q < tiling.stepK / 16; ++q) {
-    Value k0 = e.cIndex(q * 16);
-    // A register r: row g (+8 for odd r), K 2t, 2t + 1 (+8 for r >= 2);
-    // B register r: column g, K 2t, 2t + 1 (+8 for r = 1).
-    SmallVector<std::array<Value, 4>> a(kTilesM);
-    SmallVector<std::array<Value, 2>> bw(kTilesN);
-    for (int64_t i = 0; i < kTilesM; ++i)
-      for (int64_t r = 0; r < 4; ++r) {
-        Value row = e.addIndex(step.warpRow,
-                               e.addIndex(g, e.cIndex(16 * i + 8 * (r & 1))));
-        Value kk = e.addIndex(k0, e.addIndex(e.mulIndex(t, e.cIndex(2)),
-                                             e.cIndex(8 * (r >> 1))));
-        a[i][r] = lhsWord(e, step, row, kk);
-      }
-    for (int64_t j = 0; j < kTilesN; ++j)
-      for (int64_t r = 0; r < 2; ++r) {
-        Value col = e.addIndex(step.warpCol, e.addIndex(g, e.cIndex(8 * j)));
-        Value kk = e.addIndex(
-            k0, e.addIndex(e.mulIndex(t, e.cIndex(2)), e.cIndex(8 * r)));
-        bw[j][r] = rhsWord(e, step, col, kk);
-      }
+    auto fragments = loadFragments(e, step, e.cIndex(q * 16), g, t, 2);
+    auto &a = fragments.first;
+    auto &bw = fragments.second;
     for (int64_t i = 0; i < kTilesM; ++i)
       for (int64_t j = 0; j < kTilesN; ++j) {
         Value *c = &acc[(i * kTilesN + j) * 4];
