@@ -34,12 +34,6 @@ using namespace tetra;
 
 namespace {
 
-const io::JsonValue &field(const io::JsonValue &object, const char *key) {
-  static const io::JsonValue missing;
-  const io::JsonValue *value = object.find(key);
-  return value ? *value : missing;
-}
-
 int fail(const std::string &message) {
   std::fprintf(stderr, "tetra-bench-gpu-gemm: error: %s\n", message.c_str());
   return 1;
@@ -97,8 +91,8 @@ int main(int argc, char **argv) {
     if (!filter.empty() && name.find(filter) == std::string::npos)
       continue;
     const io::JsonValue &computes = kernel.computes;
-    int64_t m = field(computes, "m").asInt64(), n = field(computes, "n").asInt64(),
-            k = field(computes, "k").asInt64();
+    int64_t m = computes.get("m").asInt64(), n = computes.get("n").asInt64(),
+            k = computes.get("k").asInt64();
     io::Expected<std::string> code = compiled->code(kernel);
     if (!code)
       return fail(code.error().message());
@@ -119,11 +113,11 @@ int main(int argc, char **argv) {
       return true;
     };
     for (const char *side : {"lhs", "rhs"}) {
-      const io::JsonValue &operand = field(computes, side);
-      const auto &shape = field(operand, "shape").items();
+      const io::JsonValue &operand = computes.get(side);
+      const auto &shape = operand.get("shape").items();
       int64_t count = shape[0].asInt64() * shape[1].asInt64();
       const float *values = inputsOf(count);
-      std::string key = "input:" + std::to_string(field(operand, "input").asInt64());
+      std::string key = "input:" + std::to_string(operand.get("input").asInt64());
       if (!allocate(key, count * 4) ||
           !gpu.copyToDevice(buffers[key], values, count * 4) ||
           !gpu.synchronize())
@@ -184,7 +178,7 @@ int main(int argc, char **argv) {
     std::snprintf(shape, sizeof(shape), "%lld x %lld x %lld", (long long)m,
                   (long long)n, (long long)k);
     std::printf("%-28s %-6s %-22s %10.3f %10.3f %10.3f %9.2f %9.2f %5d %7.1f %6d %8d\n",
-                name.substr(0, 28).c_str(), field(computes, "role").asString().c_str(),
+                name.substr(0, 28).c_str(), computes.get("role").asString().c_str(),
                 shape, medians[0], medians[1], medians[2],
                 flops / (medians[2] * 1e9), flops / (all * 1e9), used.registers,
                 used.staticSharedBytes / 1024.0, used.localBytes,

@@ -77,6 +77,12 @@ const JsonValue *JsonValue::find(std::string_view key) const {
   return nullptr;
 }
 
+const JsonValue &JsonValue::get(std::string_view key) const {
+  static const JsonValue null;
+  const JsonValue *found = find(key);
+  return found ? *found : null;
+}
+
 void JsonValue::push(JsonValue value) {
   assert(kind_ == Kind::Array && "push() on a non-array");
   items_.push_back(std::move(value));

@@ -75,6 +75,9 @@ public:
   /// The first member of an Object named `key`, or null if there is none
   /// (or this is not an Object).
   const JsonValue *find(std::string_view key) const;
+  /// The same, or a null value where there is none: for readers that check
+  /// the value's kind (or take its default) rather than its presence.
+  const JsonValue &get(std::string_view key) const;
 
   /// Appends to an Array.
   void push(JsonValue value);

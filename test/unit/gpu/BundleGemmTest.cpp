@@ -46,16 +46,6 @@ using namespace tetra;
 
 namespace {
 
-const io::JsonValue &field(const io::JsonValue &object, const char *key) {
-  static const io::JsonValue missing;
-  const io::JsonValue *value = object.find(key);
-  return value ? *value : missing;
-}
-
-int64_t integer(const io::JsonValue &object, const char *key) {
-  return field(object, key).asInt64();
-}
-
 /// One operand as the manifest describes it.
 struct Operand {
   int input = 0;
@@ -68,35 +58,35 @@ struct Operand {
 
   static Operand parse(const io::JsonValue &json) {
     Operand operand;
-    operand.input = static_cast<int>(integer(json, "input"));
-    for (const io::JsonValue &d : field(json, "shape").items())
+    operand.input = static_cast<int>(json.get("input").asInt64());
+    for (const io::JsonValue &d : json.get("shape").items())
       operand.shape.push_back(d.asInt64());
-    operand.axis = static_cast<int>(integer(json, "axis"));
-    operand.kind = field(json, "kind").asString();
+    operand.axis = static_cast<int>(json.get("axis").asInt64());
+    operand.kind = json.get("kind").asString();
     operand.format.element =
-        *numerics::parseElementFormat(field(json, "format").asString());
-    operand.format.scaling.blockSize = static_cast<int>(integer(json, "block"));
+        *numerics::parseElementFormat(json.get("format").asString());
+    operand.format.scaling.blockSize = static_cast<int>(json.get("block").asInt64());
     operand.format.scaling.scaleFormat = operand.kind == "nvfp4"
                                              ? numerics::ScaleFormat::E4M3
                                              : numerics::ScaleFormat::E8M0;
     if (operand.kind == "mx")
       operand.format.scaling.rule =
-          *numerics::parseScaleRule(field(json, "rule").asString());
+          *numerics::parseScaleRule(json.get("rule").asString());
     operand.format.rounding =
-        *numerics::parseRounding(field(json, "rounding").asString());
-    operand.tensorId = static_cast<uint32_t>(integer(json, "tensor_id"));
-    const io::JsonValue &rotation = field(json, "rotation");
-    std::string kind = field(rotation, "kind").asString();
+        *numerics::parseRounding(json.get("rounding").asString());
+    operand.tensorId = static_cast<uint32_t>(json.get("tensor_id").asInt64());
+    const io::JsonValue &rotation = json.get("rotation");
+    std::string kind = rotation.get("kind").asString();
     if (kind != "none") {
       operand.rotation.kind = kind == "hadamard"
                                   ? numerics::RotationKind::Hadamard
                                   : numerics::RotationKind::RandomHadamard;
-      operand.rotation.blockSize = static_cast<int>(integer(rotation, "block"));
+      operand.rotation.blockSize = static_cast<int>(rotation.get("block").asInt64());
       operand.rotation.schedule =
-          field(rotation, "schedule").asString() == "per_step"
+          rotation.get("schedule").asString() == "per_step"
               ? numerics::SignSchedule::PerStep
               : numerics::SignSchedule::Fixed;
-      operand.rotation.seed = static_cast<uint64_t>(integer(rotation, "seed"));
+      operand.rotation.seed = static_cast<uint64_t>(rotation.get("seed").asInt64());
     }
     return operand;
   }
@@ -227,12 +217,12 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
     ++kernels;
     const std::string &name = kernel.name;
     const io::JsonValue &computes = kernel.computes;
-    Operand lhs = Operand::parse(field(computes, "lhs"));
-    Operand rhs = Operand::parse(field(computes, "rhs"));
-    const int64_t m = integer(computes, "m"), n = integer(computes, "n"),
-                  k = integer(computes, "k");
-    const bool transposeLhs = field(computes, "transpose_lhs").asBool();
-    const bool transposeRhs = field(computes, "transpose_rhs").asBool();
+    Operand lhs = Operand::parse(computes.get("lhs"));
+    Operand rhs = Operand::parse(computes.get("rhs"));
+    const int64_t m = computes.get("m").asInt64(), n = computes.get("n").asInt64(),
+                  k = computes.get("k").asInt64();
+    const bool transposeLhs = computes.get("transpose_lhs").asBool();
+    const bool transposeRhs = computes.get("transpose_rhs").asBool();
 
     io::Expected<std::string> code = compiled.code(kernel);
     ASSERT_TRUE(static_cast<bool>(code)) << code.error().message();
@@ -336,7 +326,7 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
                                rhs.format.element == numerics::ElementFormat::E2M1;
       const int64_t chunk =
           lhs.bf16() ? k : std::min(lhs.format.scaling.blockSize, rhs.format.scaling.blockSize);
-      EXPECT_EQ(integer(field(computes, "plan"), "chunk"), chunk) << name;
+      EXPECT_EQ(computes.get("plan").get("chunk").asInt64(), chunk) << name;
       const double unit = std::ldexp(1.0, -24), g = chunk + k / chunk + 2;
       const double gamma = g * unit / (1 - g * unit);
       for (int64_t row = 0; row < m; ++row)
@@ -408,7 +398,7 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
                                          : kind == Inputs::Adversarial ? " advers"
                                                                        : " K32wc"))
                       .c_str(),
-                  field(computes, "role").asString().c_str(),
+                  computes.get("role").asString().c_str(),
                   (lhs.kind == "nvfp4" ? std::string("nvfp4")
                                        : std::string(numerics::formatName(lhs.format.element))).c_str(),
                   (rhs.kind == "nvfp4" ? std::string("nvfp4")

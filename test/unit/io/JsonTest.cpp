@@ -152,6 +152,10 @@ TEST(JsonTest, ArraysAndObjects) {
   EXPECT_TRUE(b->items()[6].isObject());
   EXPECT_EQ(value.find("missing"), nullptr);
   EXPECT_EQ(b->find("anything"), nullptr); // Not an object.
+  // get(): the member itself, or a null value.
+  EXPECT_EQ(&value.get("b"), b);
+  EXPECT_TRUE(value.get("missing").isNull());
+  EXPECT_TRUE(b->get("anything").isNull());
   EXPECT_TRUE(parseOk("[ ]").items().empty());
   EXPECT_TRUE(parseOk("{ }").members().empty());
 }
