@@ -4,6 +4,8 @@
 
 
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Diagnostics.h"
@@ -73,6 +75,11 @@ FailureOr<std::vector<GpuKernelCode>> tetra::compileToPtx(ModuleOp module,
   options.indexBitwidth = 64;
   options.useBarePtrCallConv = true;
   if (failed(lowerGpuModules(module, createConvertGpuOpsToNVVMOps(options))))
+    return failure();
+  // The NVVM ops that are PTX inline (wgmma and its fences) become asm.
+  PassManager inlinePtx(context);
+  inlinePtx.nest<gpu::GPUModuleOp>().addPass(createConvertNVVMToLLVMPass());
+  if (failed(inlinePtx.run(module)))
     return failure();
   DialectRegistry registry;
   registerNVVMDialectTranslation(registry);

@@ -7,6 +7,9 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <functional>
 
 using namespace mlir;
 using namespace tetra;
@@ -15,8 +18,9 @@ using namespace tetra::conversion;
 namespace {
 /// Threads per block of the prologue launches.
 constexpr int64_t kPrologueThreads = 128;
-/// Padding of a staged tile's K-major rows: with it, the matrix
-/// instructions' reads of a warp fall into distinct shared-memory banks.
+/// Codes a prologue thread stores at once (one 16-byte store).
+constexpr int64_t kCodesPerStore = 16;
+/// Padding of a staged tile's K-major rows (StagedLayout::Padded).
 constexpr int64_t kRowPadding = 16;
 } // namespace
 
@@ -110,8 +114,8 @@ GemmKernelLowering::planOperand(Value operand, Value scales,
   return plan;
 }
 
-GemmTiling GemmKernelLowering::chooseTiling() {
-  GemmTiling t;
+void GemmKernelLowering::chooseTiling() {
+  GemmTiling &t = tiling;
   auto largest = [](int64_t extent, std::initializer_list<int64_t> sizes,
                     int64_t limit = 128) {
     for (int64_t size : sizes)
@@ -122,26 +126,31 @@ GemmTiling GemmKernelLowering::chooseTiling() {
   t.blockM = largest(m, {128, 64, 32}, blockTile);
   t.blockN = largest(n, {128, 64, 32}, blockTile);
   const bool bf16 = lhs.kind == OperandKind::BF16;
-  // bf16 tiles are twice the bytes: half the K keeps them in 48 KB.
-  t.stepK = bf16 ? largest(k, {64, 32}) : largest(k, {128, 64, 32});
   t.chunk = bf16 ? k : std::min(lhs.block(), rhs.block());
-  const int64_t threads = t.warps() * lanes;
-  for (int side = 0; side < 2; ++side) {
-    const OperandPlan &operand = side == 0 ? lhs : rhs;
-    const bool kContiguous =
-        side == 0 ? !matmul.getTransposeLhs() : matmul.getTransposeRhs();
-    const int64_t rows = side == 0 ? t.blockM : t.blockN;
-    // Packing whole words of four codes: rows K-contiguous, or transposed
-    // four words at a time in registers (OperandStaging).
-    const int64_t wordsPerThread = rows * t.stepK / 4 / threads;
-    t.packed[side] = packsE2M1() &&
-                     operand.quant.getFormat() == ElementFormat::E2M1 &&
-                     (kContiguous || wordsPerThread % 4 == 0);
-    t.pitch[side] = (t.packed[side] ? t.stepK / 2
-                                    : t.stepK * operand.elementBytes()) +
-                    kRowPadding;
+  t.layout = stagedLayout();
+  // The longest step whose two staged buffers fit the chip's limit.
+  for (int64_t stepK : bf16 ? std::initializer_list<int64_t>{64, 32}
+                            : std::initializer_list<int64_t>{128, 64, 32}) {
+    if (k % stepK != 0)
+      continue;
+    t.stepK = stepK;
+    for (int side = 0; side < 2; ++side) {
+      const OperandPlan &operand = side == 0 ? lhs : rhs;
+      t.packed[side] =
+          packsE2M1() && operand.quant.getFormat() == ElementFormat::E2M1;
+      const int64_t rowBytes = t.packed[side]
+                                   ? stepK / 2
+                                   : stepK * operand.elementBytes();
+      t.pitch[side] =
+          rowBytes + (t.layout == StagedLayout::Padded ? kRowPadding : 0);
+      assert((t.layout == StagedLayout::Padded ||
+              (rowBytes >= 32 && rowBytes <= 128)) &&
+             "swizzled rows are 32, 64 or 128 bytes");
+    }
+    if (2 * stageBytes() <= sharedLimit())
+      break;
   }
-  return t;
+  t.threads = blockThreads();
 }
 
 LogicalResult GemmKernelLowering::lower(ModuleOp module) {
@@ -186,7 +195,7 @@ LogicalResult GemmKernelLowering::lower(ModuleOp module) {
         extent % operand->rotation.getBlockSize() != 0)
       return refuse("a rotation block does not divide K");
   }
-  tiling = chooseTiling();
+  chooseTiling();
   OpBuilder builder(module.getContext());
   builder.setInsertionPointToEnd(module.getBody());
   auto gpuModule = gpu::GPUModuleOp::create(builder, kernel.getLoc(),
@@ -255,6 +264,10 @@ DictionaryAttr GemmKernelLowering::describeOperand(Builder &b,
       b.getNamedAttr("tensor_id",
                      b.getI64IntegerAttr(static_cast<int64_t>(operand.tensorId))),
       b.getNamedAttr("rotation", b.getDictionaryAttr(rotationFields)),
+      // The scratch codes and scales: [M or N][K], [M or N][K / block].
+      b.getNamedAttr("scratch_layout", b.getStringAttr("k_major")),
+      b.getNamedAttr("scratch_encoding",
+                     b.getStringAttr(scratchEncoding(operand))),
   });
 }
 
@@ -276,11 +289,11 @@ DictionaryAttr GemmKernelLowering::describe(Builder &b) {
   DictionaryAttr plan = b.getDictionaryAttr({
       b.getNamedAttr("block_tile",
                      b.getDenseI64ArrayAttr({tiling.blockM, tiling.blockN})),
-      b.getNamedAttr("warp_tile", b.getDenseI64ArrayAttr(
-                                      {GemmTiling::warpM, GemmTiling::warpN})),
+      b.getNamedAttr("group_tile", b.getDenseI64ArrayAttr(groupTile())),
+      b.getNamedAttr("threads", b.getI64IntegerAttr(tiling.threads)),
       b.getNamedAttr("step_k", b.getI64IntegerAttr(tiling.stepK)),
       b.getNamedAttr("chunk", b.getI64IntegerAttr(tiling.chunk)),
-      b.getNamedAttr("staged_bytes", b.getI64IntegerAttr(stagedBytes())),
+      b.getNamedAttr("staged_bytes", b.getI64IntegerAttr(2 * stageBytes())),
       b.getNamedAttr("pitch", b.getDenseI64ArrayAttr(
                                   {tiling.pitch[0], tiling.pitch[1]})),
       b.getNamedAttr("instruction", b.getStringAttr(instruction())),
@@ -351,6 +364,10 @@ struct Segment {
   Value o, seg, i; ///< outer index, segment along the axis, inner index
   int64_t length = 0, extent = 0, innerSize = 0;
   function_ref<Value(Value)> indexOf; ///< flat index of element j
+  /// Element j's index in the scratch buffers, which hold every operand
+  /// K-major (its rows along K: [M or N][K]), whatever its own layout.
+  function_ref<Value(Value)> kMajorIndexOf;
+  Value kMajorRow; ///< The segment's row (o·innerSize + i) in them.
   function_ref<Value(Value)> value;   ///< element j, rotated
 };
 
@@ -422,6 +439,12 @@ void buildSegmentThreads(gpu::GPUFuncOp func, const OperandPlan &operand,
     return e.addIndex(e.mulIndex(row, e.cIndex(innerSize)), s.i);
   };
   s.indexOf = indexOf;
+  s.kMajorRow = e.addIndex(e.mulIndex(s.o, e.cIndex(innerSize)), s.i);
+  auto kMajorIndexOf = [&](Value j) {
+    return e.addIndex(e.mulIndex(s.kMajorRow, e.cIndex(extent)),
+                      e.addIndex(first, j));
+  };
+  s.kMajorIndexOf = kMajorIndexOf;
 
   // The rotated segment, in a local buffer (signs and butterflies per
   // rotation block, then 1/sqrt(B)).
@@ -469,7 +492,7 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
                                        const OperandPlan &operand) {
   MLIRContext *context = kernel.getContext();
   Type f32 = Float32Type::get(context), i8 = IntegerType::get(context, 8),
-       i16 = IntegerType::get(context, 16), i32 = IntegerType::get(context, 32),
+       i32 = IntegerType::get(context, 32),
        i64 = IntegerType::get(context, 64);
   const std::string name = (kernel.getKernelName() + "__" + operand.side).str();
   const std::string scratch = "scratch:" + operand.side;
@@ -502,31 +525,44 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
   };
   // Each scale block of a thread's segment through `quantizeBlock` (the
   // emitter's MX or NVFP4 block): its elements, their stochastic-rounding
-  // bits, and where its codes and its scale go.
+  // bits, and where its codes (kCodesPerStore at a time: 16-byte stores of
+  // the thread's contiguous K-major run, into `codes` as i32 words) and
+  // its scale go.
   using Load = function_ref<Value(Value)>;
-  using StoreCode = function_ref<void(Value, Value)>;
+  using StoreCodes = QuantizationEmitter::StoreCodes;
   using StoreScale = function_ref<void(Value)>;
   auto quantizeBlocks =
       [&](QuantizationEmitter &e, Segment &s, gpu::GPUFuncOp func,
           Value codes, Value scales,
-          function_ref<void(Load, Load, StoreCode, StoreScale)> quantizeBlock) {
+          function_ref<void(Load, Load, StoreCodes, StoreScale)> quantizeBlock) {
         const int64_t blocksAlong = extent / block;
         for (int64_t q = 0; q < segment / block; ++q) {
           Value base = e.cIndex(q * block);
           Value blockIndex = e.addIndex(
               e.mulIndex(s.seg, e.cIndex(segment / block)), e.cIndex(q));
           Value scaleIndex = e.addIndex(
-              e.mulIndex(e.addIndex(e.mulIndex(s.o, e.cIndex(blocksAlong)),
-                                    blockIndex),
-                         e.cIndex(s.innerSize)),
-              s.i);
+              e.mulIndex(s.kMajorRow, e.cIndex(blocksAlong)), blockIndex);
           auto bits = randomBitsAt(e, s, func, base);
           quantizeBlock(
               [&](Value j) { return s.value(e.addIndex(base, j)); }, bits,
-              [&](Value j, Value code) {
-                memref::StoreOp::create(
-                    e.b, e.trunc(code, e.i8()), codes,
-                    ValueRange{s.indexOf(e.addIndex(base, j))});
+              [&](Value j, ArrayRef<Value> group) {
+                SmallVector<Value> words;
+                for (int64_t w = 0; w < kCodesPerStore / 4; ++w) {
+                  Value word = e.c32(0);
+                  for (int64_t c = 0; c < 4; ++c)
+                    word = e.bitOr(
+                        word,
+                        e.shl(e.bitAnd(scratchCode(e, group[4 * w + c], operand),
+                                       e.c32(0xFF)),
+                              e.c32(8 * c)));
+                  words.push_back(word);
+                }
+                Value vector = vector::FromElementsOp::create(
+                    e.b, VectorType::get({kCodesPerStore / 4}, e.i32()), words);
+                vector::StoreOp::create(
+                    e.b, vector, codes,
+                    ValueRange{e.divIndex(s.kMajorIndexOf(e.addIndex(base, j)), 4)},
+                    /*nontemporal=*/false, e.b.getI64IntegerAttr(16));
               },
               [&](Value code) {
                 memref::StoreOp::create(e.b, e.trunc(code, e.i8()), scales,
@@ -539,17 +575,30 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
   case OperandKind::BF16: {
     gpu::GPUFuncOp func = createLaunch(
         moduleBuilder, operand.loc, name,
-        {input, {scratch + ".codes", flat(count, i16)}, seed, step}, grid,
+        {input, {scratch + ".codes", flat(count / 2, i32)}, seed, step}, grid,
         threadBlock);
     const FormatConstants bf16 = constantsOf(numerics::ElementFormat::BF16);
     buildSegmentThreads(func, operand, block, [&](QuantizationEmitter &e,
                                                   Segment &s) {
+      // Eight bf16 codes (16 bytes) a store.
       Value codes = func.getArgument(1);
-      e.loop(e.cIndex(0), e.cIndex(s.length), [&](Value j) {
-        Value code = e.encode(s.value(j), e.c32(0), bf16,
-                              Rounding::NearestEven, e.c32(0));
-        memref::StoreOp::create(e.b, e.trunc(code, e.i16()), codes,
-                                ValueRange{s.indexOf(j)});
+      e.loop(e.cIndex(0), e.cIndex(s.length / 8), [&](Value g) {
+        Value first = e.mulIndex(g, e.cIndex(8));
+        SmallVector<Value> words;
+        for (int64_t w = 0; w < 4; ++w) {
+          Value pair[2];
+          for (int64_t h = 0; h < 2; ++h)
+            pair[h] = e.encode(s.value(e.addIndex(first, e.cIndex(2 * w + h))),
+                               e.c32(0), bf16, Rounding::NearestEven, e.c32(0));
+          words.push_back(
+              e.bitOr(e.bitAnd(pair[0], e.c32(0xFFFF)), e.shl(pair[1], e.c32(16))));
+        }
+        vector::StoreOp::create(
+            e.b,
+            vector::FromElementsOp::create(e.b, VectorType::get({4}, e.i32()),
+                                           words),
+            codes, ValueRange{e.divIndex(s.kMajorIndexOf(first), 2)},
+            /*nontemporal=*/false, e.b.getI64IntegerAttr(16));
       });
     });
     return;
@@ -558,7 +607,7 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
     gpu::GPUFuncOp func = createLaunch(
         moduleBuilder, operand.loc, name,
         {input,
-         {scratch + ".codes", flat(count, i8)},
+         {scratch + ".codes", flat(count / 4, i32)},
          {scratch + ".scales", flat(count / block, i8)},
          seed,
          step},
@@ -572,8 +621,8 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
                        e.quantizeMXBlock(
                            block, element,
                            operand.quant.getBlockScale().getRule(),
-                           operand.quant.getRounding(), load, bits, storeCode,
-                           storeScale);
+                           operand.quant.getRounding(), load, bits,
+                           kCodesPerStore, storeCode, storeScale);
                      });
     });
     return;
@@ -619,7 +668,7 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
         moduleBuilder, operand.loc, name,
         {input,
          amax,
-         {scratch + ".codes", flat(count, i8)},
+         {scratch + ".codes", flat(count / 4, i32)},
          {scratch + ".scales", flat(count / block, i8)},
          {scratch + ".tensor_scale", flat(1, f32)},
          seed,
@@ -654,7 +703,8 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
                      [&](auto load, auto bits, auto storeCode, auto storeScale) {
                        e.quantizeNVFP4Block(block, element,
                                             operand.quant.getRounding(),
-                                            tensorScale, load, bits, storeCode,
+                                            tensorScale, load, bits,
+                                            kCodesPerStore, storeCode,
                                             storeScale);
                      });
     });
@@ -664,25 +714,47 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
 }
 
 //===----------------------------------------------------------------------===//
-// The GEMM launch: staged tiles, loads one step ahead
+// The GEMM launch: two staged buffers, loads two steps ahead
 //===----------------------------------------------------------------------===//
 
-Value GemmKernelLowering::stagedIndex(QuantizationEmitter &e, int side,
-                                      Value row, Value kk) {
+Value GemmKernelLowering::stepBarrier(QuantizationEmitter &e, Value) {
+  gpu::BarrierOp::create(e.b);
+  return nullptr;
+}
+
+Value GemmKernelLowering::stagedByte(QuantizationEmitter &e, Value stageAt,
+                                     int side, Value row, Value kk) {
   const OperandPlan &operand = side == 0 ? lhs : rhs;
-  Value rowAt = e.addIndex(e.cIndex(side == 0 ? lhsTileAt() : rhsTileAt()),
-                           e.mulIndex(row, e.cIndex(tiling.pitch[side])));
+  const int64_t pitch = tiling.pitch[side];
+  Value rowAt = e.mulIndex(row, e.cIndex(pitch));
   Value offset = tiling.packed[side]
                      ? e.divIndex(kk, 2)
                      : e.mulIndex(kk, e.cIndex(operand.elementBytes()));
-  return e.divIndex(e.addIndex(rowAt, offset), 4);
+  if (tiling.layout == StagedLayout::Swizzled) {
+    // The 16-byte chunk's position: chunk ^ ((row·pitch >> 7) & (pitch/16 - 1)).
+    Value swizzle = arith::AndIOp::create(
+        e.b, arith::ShRUIOp::create(e.b, rowAt, e.cIndex(7)),
+        e.cIndex(pitch / 16 - 1));
+    Value chunk = arith::XOrIOp::create(e.b, e.divIndex(offset, 16), swizzle);
+    offset = e.addIndex(e.mulIndex(chunk, e.cIndex(16)),
+                        arith::RemUIOp::create(e.b, offset, e.cIndex(16)));
+  }
+  return e.addIndex(
+      e.addIndex(stageAt, e.cIndex(side == 0 ? lhsTileAt() : rhsTileAt())),
+      e.addIndex(rowAt, offset));
+}
+
+Value GemmKernelLowering::stagedIndex(QuantizationEmitter &e,
+                                      const StagedStep &step, int side,
+                                      Value row, Value kk) {
+  return e.divIndex(stagedByte(e, step.stageAt, side, row, kk), 4);
 }
 
 Value GemmKernelLowering::stagedWord(QuantizationEmitter &e,
                                      const StagedStep &step, int side,
                                      Value row, Value kk) {
   return memref::LoadOp::create(e.b, step.words,
-                                ValueRange{stagedIndex(e, side, row, kk)});
+                                ValueRange{stagedIndex(e, step, side, row, kk)});
 }
 
 Value GemmKernelLowering::stagedScale(QuantizationEmitter &e,
@@ -690,7 +762,8 @@ Value GemmKernelLowering::stagedScale(QuantizationEmitter &e,
                                       int64_t rows, Value row,
                                       Value blockInStep) {
   Value at = e.addIndex(
-      e.cIndex(base), e.addIndex(e.mulIndex(blockInStep, e.cIndex(rows)), row));
+      e.addIndex(step.stageAt, e.cIndex(base)),
+      e.addIndex(e.mulIndex(blockInStep, e.cIndex(rows)), row));
   return e.zext(memref::LoadOp::create(e.b, step.bytes, ValueRange{at}),
                 e.i32());
 }
@@ -716,103 +789,77 @@ Value GemmKernelLowering::rhsScaleCode(QuantizationEmitter &e,
 
 namespace {
 
-/// The transpose of a square of elements held in words: word j of `in`
-/// holds elements (j, 0 .. n-1), lowest first; word p of the result holds
-/// elements (0 .. n-1, p). Four bytes per word (two swaps: bytes within
-/// pairs of words, then halves) or two halves.
-SmallVector<Value> transpose(QuantizationEmitter &e, ArrayRef<Value> in) {
-  auto mask = [&](Value x, uint32_t bits) { return e.bitAnd(x, e.c32(bits)); };
-  auto swap = [&](Value a, Value b, int64_t shift, uint32_t low) {
-    uint32_t high = ~low;
-    return std::pair{
-        e.bitOr(mask(a, low), mask(e.shl(b, e.c32(shift)), high)),
-        e.bitOr(mask(e.shrui(a, e.c32(shift)), low), mask(b, high))};
-  };
-  if (in.size() == 2) {
-    auto [o0, o1] = swap(in[0], in[1], 16, 0x0000FFFF);
-    return {o0, o1};
-  }
-  auto [t0, t1] = swap(in[0], in[1], 8, 0x00FF00FF);
-  auto [t2, t3] = swap(in[2], in[3], 8, 0x00FF00FF);
-  auto [o0, o2] = swap(t0, t2, 16, 0x0000FFFF);
-  auto [o1, o3] = swap(t1, t3, 16, 0x0000FFFF);
-  return {o0, o1, o2, o3};
-}
-
 /// How one operand's share of a step moves from global memory into the
-/// staged tile: which words (and scale codes) a thread loads, and where
-/// they go.
+/// staged tile: 16 bytes of a K-major row per load (the scratch codes are
+/// K-major), a row's consecutive 16 bytes to consecutive threads — a
+/// quarter warp's stores cover 128 contiguous bytes of the staged tile
+/// (one padded row, or whole swizzled rows: distinct banks) — and a
+/// thread's scale codes.
 struct OperandStaging {
   const OperandPlan *operand;
   Value codes, scales; ///< global: memref<? x i32>, memref<? x i8> (or null)
-  bool kContiguous;    ///< K is the operand's contiguous dimension.
   int64_t rows;        ///< Rows (columns) of the block's tile it covers.
-  int64_t extent;      ///< The operand's other dimension: M or N.
-  int64_t tileAt, scalesAt, pitch, stepK, k, threads;
-  bool packed; ///< E2M1 codes staged two per byte (a word's four as 16 bits).
+  int64_t stepK, k, threads;
+  int64_t scalesAt;
+  bool packed; ///< E2M1 codes staged two per byte (16 codes as 8 bytes).
   Value origin; ///< The block's first row (column), index.
+  /// The byte offset of K-element kk of row r in the staged buffer that
+  /// starts at byte `stageAt`: (stageAt, r, kk).
+  std::function<Value(Value, Value, Value)> stagedByte;
 
-  int64_t elementsPerWord() const { return 4 / operand->elementBytes(); }
-  /// A transposed operand whose thread loads come in groups of
-  /// elementsPerWord() words (consecutive K, the same rows) is transposed
-  /// in registers and stored a word at a time; otherwise element by
-  /// element.
-  bool transposeInRegisters() const {
-    return !kContiguous && wordsPerThread() % elementsPerWord() == 0;
+  int64_t elementsPerVector() const { return 16 / operand->elementBytes(); }
+  int64_t vectorsPerRow() const { return stepK / elementsPerVector(); }
+  int64_t vectorsPerStep() const { return rows * vectorsPerRow(); }
+  int64_t vectorsPerThread() const {
+    return (vectorsPerStep() + threads - 1) / threads;
   }
-  /// Where the thread's word q of a step lies: its K element within the
-  /// step and its first row (column) within the block's tile.
-  std::pair<Value, Value> wordAt(QuantizationEmitter &e, Value thread,
-                                 int64_t q) {
-    const int64_t perWord = elementsPerWord();
-    if (kContiguous) {
-      Value w = e.addIndex(thread, e.cIndex(q * threads));
-      Value r = e.divIndex(w, stepK / perWord);
-      Value kw = arith::RemUIOp::create(e.b, w, e.cIndex(stepK / perWord));
-      return {e.mulIndex(kw, e.cIndex(perWord)), r};
-    }
-    Value kk, rw;
-    if (transposeInRegisters()) {
-      // Group q / perWord of the thread, word q % perWord of the group.
-      Value g = e.addIndex(thread, e.cIndex((q / perWord) * threads));
-      kk = e.addIndex(e.mulIndex(e.divIndex(g, rows / perWord),
-                                 e.cIndex(perWord)),
-                      e.cIndex(q % perWord));
-      rw = arith::RemUIOp::create(e.b, g, e.cIndex(rows / perWord));
-    } else {
-      Value w = e.addIndex(thread, e.cIndex(q * threads));
-      kk = e.divIndex(w, rows / perWord);
-      rw = arith::RemUIOp::create(e.b, w, e.cIndex(rows / perWord));
-    }
-    return {kk, e.mulIndex(rw, e.cIndex(perWord))};
-  }
-  int64_t wordsPerStep() const {
-    return rows * stepK / elementsPerWord();
-  }
-  int64_t wordsPerThread() const { return wordsPerStep() / threads; }
   int64_t scalesPerStep() const {
     return operand->scaled() ? rows * (stepK / operand->block()) : 0;
   }
   int64_t scalesPerThread() const {
     return (scalesPerStep() + threads - 1) / threads;
   }
+  /// The thread's vector q of a step: its row and its first K element
+  /// within the step (threads past the step's last vector repeat it).
+  std::pair<Value, Value> vectorAt(QuantizationEmitter &e, Value thread,
+                                   int64_t q) {
+    Value v = arith::MinUIOp::create(
+        e.b, e.addIndex(thread, e.cIndex(q * threads)),
+        e.cIndex(vectorsPerStep() - 1));
+    return {e.divIndex(v, vectorsPerRow()),
+            e.mulIndex(arith::RemUIOp::create(e.b, v, e.cIndex(vectorsPerRow())),
+                       e.cIndex(elementsPerVector()))};
+  }
+  /// Runs `body` where the thread's share `q` of `perStep` items exists.
+  void inside(QuantizationEmitter &e, Value thread, int64_t q, int64_t perStep,
+              function_ref<void()> body) {
+    if ((q + 1) * threads <= perStep)
+      return body();
+    auto guard = scf::IfOp::create(
+        e.b,
+        arith::CmpIOp::create(e.b, CmpIPredicate::ult,
+                              e.addIndex(thread, e.cIndex(q * threads)),
+                              e.cIndex(perStep)),
+        /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard insertion(e.b);
+    e.b.setInsertionPointToStart(&guard.getThenRegion().front());
+    body();
+  }
 
-  /// The thread's words and scale codes of step `step` (index), in flight.
+  /// The thread's vectors (vector<4 x i32>) and scale codes of step `step`
+  /// (index), in flight.
   SmallVector<Value> load(QuantizationEmitter &e, Value thread, Value step) {
     SmallVector<Value> values;
-    const int64_t perWord = elementsPerWord();
+    const int64_t perWord = 4 / operand->elementBytes();
     Value k0 = e.mulIndex(step, e.cIndex(stepK));
-    for (int64_t q = 0; q < wordsPerThread(); ++q) {
-      auto [kk, r] = wordAt(e, thread, q);
-      // The flat element index of the word's first element.
-      Value element =
-          kContiguous
-              ? e.addIndex(e.mulIndex(e.addIndex(origin, r), e.cIndex(k)),
-                           e.addIndex(k0, kk))
-              : e.addIndex(e.mulIndex(e.addIndex(k0, kk), e.cIndex(extent)),
-                           e.addIndex(origin, r));
-      values.push_back(memref::LoadOp::create(
-          e.b, codes, ValueRange{e.divIndex(element, perWord)}));
+    for (int64_t q = 0; q < vectorsPerThread(); ++q) {
+      auto [r, kk] = vectorAt(e, thread, q);
+      Value element = e.addIndex(e.mulIndex(e.addIndex(origin, r), e.cIndex(k)),
+                                 e.addIndex(k0, kk));
+      values.push_back(vector::LoadOp::create(
+          e.b, VectorType::get({4}, e.i32()), codes,
+          ValueRange{e.divIndex(element, perWord)}, /*nontemporal=*/false,
+          e.b.getI64IntegerAttr(16)));
     }
     if (operand->scaled()) {
       const int64_t block = operand->block(), perStep = stepK / block;
@@ -820,107 +867,67 @@ struct OperandStaging {
         Value w = arith::MinUIOp::create(
             e.b, e.addIndex(thread, e.cIndex(q * threads)),
             e.cIndex(scalesPerStep() - 1));
-        // Staged as [block of the step][row]; global in the operand's
-        // layout of scales.
+        // Staged as [block of the step][row]; global [row][block].
         Value c = e.divIndex(w, rows);
         Value r = arith::RemUIOp::create(e.b, w, e.cIndex(rows));
         Value chunk = e.addIndex(e.mulIndex(step, e.cIndex(perStep)), c);
-        Value index =
-            kContiguous
-                ? e.addIndex(e.mulIndex(e.addIndex(origin, r),
-                                        e.cIndex(k / block)),
-                             chunk)
-                : e.addIndex(e.mulIndex(chunk, e.cIndex(extent)),
-                             e.addIndex(origin, r));
+        Value index = e.addIndex(
+            e.mulIndex(e.addIndex(origin, r), e.cIndex(k / block)), chunk);
         values.push_back(memref::LoadOp::create(e.b, scales, ValueRange{index}));
       }
     }
     return values;
   }
 
-  /// The values load() gave, into the staged tile (words converted by
-  /// `convert`).
-  void store(QuantizationEmitter &e, Value thread, ValueRange values,
-             Value words, Value halves, Value bytes,
-             function_ref<Value(Value)> convert) {
-    const int64_t perWord = elementsPerWord();
-    const int64_t bytesPer = operand->elementBytes();
-    // A word of K-consecutive elements into row r at K-element kk: as it
-    // is, or (packed) its four E2M1 codes as four nibbles, 16 bits.
-    auto storeWord = [&](Value r, Value kk, Value word) {
-      if (!packed) {
-        Value at = e.addIndex(e.cIndex(tileAt / 4),
-                              e.addIndex(e.mulIndex(r, e.cIndex(pitch / 4)),
-                                         e.divIndex(kk, perWord)));
-        memref::StoreOp::create(e.b, word, words, ValueRange{at});
-        return;
+  /// The values load() gave, into the staged buffer at byte `stageAt`;
+  /// returns whether the thread's E8M0 scale codes are all moderate (in
+  /// [127 - 45, 127 + 45]: StagedStep::moderateScales).
+  Value store(QuantizationEmitter &e, Value thread, ValueRange values,
+              Value stageAt, Value words, Value bytes) {
+    for (int64_t q = 0; q < vectorsPerThread(); ++q)
+      inside(e, thread, q, vectorsPerStep(), [&] {
+        auto [r, kk] = vectorAt(e, thread, q);
+        Value vector = values[q];
+        if (packed) {
+          // Each word's four E2M1 codes (a byte each) as four nibbles.
+          SmallVector<Value> halves;
+          for (int64_t w = 0; w < 4; ++w) {
+            Value word =
+                vector::ExtractOp::create(e.b, vector, ArrayRef<int64_t>{w});
+            Value nibbles = e.c32(0);
+            for (int64_t p = 0; p < 4; ++p)
+              nibbles = e.bitOr(nibbles, e.bitAnd(e.shrui(word, e.c32(4 * p)),
+                                                  e.c32(0xF << (4 * p))));
+            halves.push_back(nibbles);
+          }
+          vector = vector::FromElementsOp::create(
+              e.b, VectorType::get({2}, e.i32()),
+              ValueRange{e.bitOr(halves[0], e.shl(halves[1], e.c32(16))),
+                         e.bitOr(halves[2], e.shl(halves[3], e.c32(16)))});
+        }
+        vector::StoreOp::create(e.b, vector, words,
+                                ValueRange{e.divIndex(stagedByte(stageAt, r, kk), 4)},
+                                /*nontemporal=*/false,
+                                e.b.getI64IntegerAttr(packed ? 8 : 16));
+      });
+    Value moderate = arith::ConstantIntOp::create(e.b, 1, 1);
+    if (operand->kind == OperandKind::MX)
+      for (int64_t q = 0; q < scalesPerThread(); ++q) {
+        Value offset =
+            e.sub(e.zext(values[vectorsPerThread() + q], e.i32()), e.c32(127));
+        Value inRange = arith::AndIOp::create(
+            e.b, e.cmp(CmpIPredicate::sge, offset, e.c32(-45)),
+            e.cmp(CmpIPredicate::sle, offset, e.c32(45)));
+        moderate = arith::AndIOp::create(e.b, moderate, inRange);
       }
-      Value nibbles = e.c32(0);
-      for (int64_t q = 0; q < 4; ++q)
-        nibbles = e.bitOr(nibbles, e.bitAnd(e.shrui(word, e.c32(4 * q)),
-                                            e.c32(0xF << (4 * q))));
-      Value at = e.addIndex(e.cIndex(tileAt / 2),
-                            e.addIndex(e.mulIndex(r, e.cIndex(pitch / 2)),
-                                       e.divIndex(kk, 4)));
-      memref::StoreOp::create(e.b, e.trunc(nibbles, e.i16()), halves,
-                              ValueRange{at});
-    };
-    if (transposeInRegisters()) {
-      for (int64_t q = 0; q < wordsPerThread(); q += perWord) {
-        SmallVector<Value> in;
-        for (int64_t j = 0; j < perWord; ++j)
-          in.push_back(convert(values[q + j]));
-        SmallVector<Value> out = transpose(e, in);
-        auto [kk, r] = wordAt(e, thread, q);
-        for (int64_t p = 0; p < perWord; ++p)
-          storeWord(e.addIndex(r, e.cIndex(p)), kk, out[p]);
-      }
-    }
-    for (int64_t q = 0; q < wordsPerThread() && !transposeInRegisters(); ++q) {
-      Value word = convert(values[q]);
-      auto [kk, r] = wordAt(e, thread, q);
-      if (kContiguous) {
-        storeWord(r, kk, word);
-        continue;
-      }
-      // Transposed into K-major rows: each element of the word to its row.
-      for (int64_t p = 0; p < perWord; ++p) {
-        Value at = e.addIndex(
-            e.cIndex(tileAt),
-            e.addIndex(e.mulIndex(e.addIndex(r, e.cIndex(p)), e.cIndex(pitch)),
-                       e.mulIndex(kk, e.cIndex(bytesPer))));
-        Value part = e.shrui(word, e.c32(8 * bytesPer * p));
-        if (bytesPer == 1)
-          memref::StoreOp::create(e.b, e.trunc(part, e.i8()), bytes,
-                                  ValueRange{at});
-        else
-          memref::StoreOp::create(e.b, e.trunc(part, e.i16()), halves,
-                                  ValueRange{e.divIndex(at, 2)});
-      }
-    }
-    if (!operand->scaled())
-      return;
-    for (int64_t q = 0; q < scalesPerThread(); ++q) {
-      int64_t first = q * threads;
-      Value w = e.addIndex(thread, e.cIndex(first));
-      Value value = values[wordsPerThread() + q];
-      auto emit = [&] {
-        memref::StoreOp::create(e.b, value, bytes,
-                                ValueRange{e.addIndex(e.cIndex(scalesAt), w)});
-      };
-      if (first + threads <= scalesPerStep()) {
-        emit();
-        continue;
-      }
-      auto inside = scf::IfOp::create(
-          e.b,
-          arith::CmpIOp::create(e.b, CmpIPredicate::ult, w,
-                                e.cIndex(scalesPerStep())),
-          /*withElseRegion=*/false);
-      OpBuilder::InsertionGuard guard(e.b);
-      e.b.setInsertionPointToStart(&inside.getThenRegion().front());
-      emit();
-    }
+    for (int64_t q = 0; q < scalesPerThread(); ++q)
+      inside(e, thread, q, scalesPerStep(), [&] {
+        Value w = e.addIndex(thread, e.cIndex(q * threads));
+        memref::StoreOp::create(
+            e.b, values[vectorsPerThread() + q], bytes,
+            ValueRange{e.addIndex(e.addIndex(stageAt, e.cIndex(scalesAt)), w)});
+      });
+    return moderate;
   }
 };
 
@@ -929,8 +936,8 @@ struct OperandStaging {
 void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
   MLIRContext *context = kernel.getContext();
   Type f32 = Float32Type::get(context), i8 = IntegerType::get(context, 8),
-       i16 = IntegerType::get(context, 16), i32 = IntegerType::get(context, 32);
-  const int64_t threads = tiling.warps() * lanes;
+       i32 = IntegerType::get(context, 32);
+  const int64_t threads = tiling.threads;
 
   // Arguments: each operand's codes (as i32 words), its scales and NVFP4's
   // tensor scale, then the result.
@@ -957,9 +964,12 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     return MemRefType::get({count}, element, MemRefLayoutAttrInterface{},
                            workgroup);
   };
-  const int64_t staged = (stagedBytes() + 15) / 16 * 16;
+  const int64_t staged = 2 * stageBytes();
   Value sharedBytes =
       func.addWorkgroupAttribution(sharedType(staged, i8), matmul.getLoc());
+  // On a 1024-byte boundary: the swizzled layout's pattern is the address's.
+  func.setWorkgroupAttributionAttr(0, moduleBuilder.getStringAttr("llvm.align"),
+                                   moduleBuilder.getI64IntegerAttr(1024));
 
   Block &entry = func.getBody().front();
   ImplicitLocOpBuilder b(matmul.getLoc(), context);
@@ -978,14 +988,12 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     if (operand->kind == OperandKind::NVFP4)
       tensorScales[side] = memref::LoadOp::create(
           b, func.getArgument(argument++), ValueRange{e.cIndex(0)});
-    s.kContiguous =
-        side == 0 ? !matmul.getTransposeLhs() : matmul.getTransposeRhs();
     s.rows = side == 0 ? tiling.blockM : tiling.blockN;
-    s.extent = side == 0 ? m : n;
-    s.tileAt = side == 0 ? lhsTileAt() : rhsTileAt();
     s.scalesAt = side == 0 ? lhsScalesAt() : rhsScalesAt();
-    s.pitch = tiling.pitch[side];
     s.packed = tiling.packed[side];
+    s.stagedByte = [this, &e, side](Value stageAt, Value r, Value kk) {
+      return stagedByte(e, stageAt, side, r, kk);
+    };
     s.stepK = tiling.stepK;
     s.k = k;
     s.threads = threads;
@@ -1000,11 +1008,10 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
   step.bytes = sharedBytes;
   step.words = memref::ViewOp::create(b, sharedType(staged / 4, i32),
                                       sharedBytes, e.cIndex(0), ValueRange{});
-  Value halves = memref::ViewOp::create(b, sharedType(staged / 2, i16),
-                                        sharedBytes, e.cIndex(0), ValueRange{});
   Value thread = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value warp = e.divIndex(thread, lanes);
   step.lane = arith::RemUIOp::create(b, thread, e.cIndex(lanes));
+  step.thread = thread;
   const int64_t warpsAcross = tiling.blockN / GemmTiling::warpN;
   step.warpRow = e.mulIndex(e.divIndex(warp, warpsAcross),
                             e.cIndex(GemmTiling::warpM));
@@ -1014,40 +1021,70 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
   step.lhsTensorScale = tensorScales[0];
   step.rhsTensorScale = tensorScales[1];
 
-  // Step s: store what was loaded for it, start the loads of step s + 1
-  // (the last step reloads itself: no branch), compute, and wait for every
-  // warp before the tile is overwritten.
+  // Step s computes on buffer s % 2 while its threads store step s + 1
+  // (loaded during step s - 1) into the other buffer and load step s + 2
+  // (the last steps reload the last: no branch); one barrier a step — the
+  // other buffer's readers (step s - 1) finished before the last one.
   const int64_t steps = k / tiling.stepK;
-  SmallVector<Value> carried = initialAccumulators(e);
-  const size_t accumulatorCount = carried.size();
+  auto stageOf = [&](Value s) {
+    return e.mulIndex(arith::RemUIOp::create(b, s, e.cIndex(2)),
+                      e.cIndex(stageBytes()));
+  };
+  auto lastOr = [&](Value s, int64_t ahead) -> Value {
+    return arith::MinUIOp::create(b, e.addIndex(s, e.cIndex(ahead)),
+                                  e.cIndex(steps - 1));
+  };
+  // Where each operand's share starts among a step's loaded values.
   SmallVector<size_t> loadedAt;
-  for (OperandStaging &s : staging) {
-    loadedAt.push_back(carried.size());
-    llvm::append_range(carried, s.load(e, thread, e.cIndex(0)));
-  }
-  loadedAt.push_back(carried.size());
-  SmallVector<Value> results = e.loop(
-      e.cIndex(0), e.cIndex(steps), carried,
-      [&](Value s, ValueRange values) -> SmallVector<Value> {
-        for (int side = 0; side < 2; ++side)
+  auto loadStep = [&](Value s) {
+    SmallVector<Value> values;
+    loadedAt.clear();
+    for (OperandStaging &operand : staging) {
+      loadedAt.push_back(values.size());
+      llvm::append_range(values, operand.load(e, thread, s));
+    }
+    loadedAt.push_back(values.size());
+    return values;
+  };
+  // A step's stores, the fence the chip needs, and the barrier after them:
+  // the barrier's moderate-scales flag, or null.
+  auto storeStep = [&](ValueRange values, Value stageAt) {
+    Value moderate = arith::ConstantIntOp::create(b, 1, 1);
+    for (int side = 0; side < 2; ++side)
+      moderate = arith::AndIOp::create(
+          b, moderate,
           staging[side].store(
               e, thread,
               values.slice(loadedAt[side], loadedAt[side + 1] - loadedAt[side]),
-              step.words, halves, step.bytes, [&](Value word) {
-                return stageWord(e, word, *staging[side].operand);
-              });
-        gpu::BarrierOp::create(b);
-        Value next = arith::MinUIOp::create(b, e.addIndex(s, e.cIndex(1)),
-                                            e.cIndex(steps - 1));
-        SmallVector<Value> prefetched;
-        for (OperandStaging &operand : staging)
-          llvm::append_range(prefetched, operand.load(e, thread, next));
-        SmallVector<Value> accumulators = accumulateStep(
+              stageAt, step.words, step.bytes));
+    fenceStagedStores(e);
+    return moderate;
+  };
+  Value flag = stepBarrier(e, storeStep(loadStep(e.cIndex(0)), e.cIndex(0)));
+  SmallVector<Value> carried = initialAccumulators(e);
+  const size_t accumulatorCount = carried.size();
+  const size_t flagCount = flag ? 1 : 0;
+  if (flag)
+    carried.push_back(flag);
+  llvm::append_range(carried, loadStep(lastOr(e.cIndex(0), 1)));
+  SmallVector<Value> results = e.loop(
+      e.cIndex(0), e.cIndex(steps), carried,
+      [&](Value s, ValueRange values) -> SmallVector<Value> {
+        Value moderate =
+            storeStep(values.drop_front(accumulatorCount + flagCount),
+                      stageOf(e.addIndex(s, e.cIndex(1))));
+        SmallVector<Value> prefetched = loadStep(lastOr(s, 2));
+        step.stageAt = stageOf(s);
+        step.moderateScales = flag ? values[accumulatorCount] : nullptr;
+        SmallVector<Value> next = accumulateStep(
             e, step, values.take_front(accumulatorCount));
-        gpu::BarrierOp::create(b);
-        llvm::append_range(accumulators, prefetched);
-        return accumulators;
+        if (Value nextFlag = stepBarrier(e, moderate))
+          next.push_back(nextFlag);
+        llvm::append_range(next, prefetched);
+        return next;
       });
+  // The loop's: not for the stores below.
+  step.stageAt = step.moderateScales = nullptr;
   Value row0 = staging[0].origin, col0 = staging[1].origin;
   storeAccumulators(
       e, step, ValueRange(results).take_front(accumulatorCount),

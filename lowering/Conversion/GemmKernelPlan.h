@@ -8,23 +8,27 @@
 //     (E4M3 scales on blocks of 16 under an fp32 tensor scale) or BF16;
 //   - the prologue: per operand, launches that rotate and quantize it along
 //     K through the shared QuantizationEmitter (bit for bit what
-//     runtime/numerics computes) into scratch buffers in the operand's own
-//     layout — one thread per segment along K (the larger of the
-//     quantization and rotation blocks); NVFP4 first takes the rotated
-//     tensor's amax (a clear launch and an atomic-max launch);
+//     runtime/numerics computes) into scratch buffers that hold every
+//     operand K-major ([M or N][K] codes, [M or N][K / block] scales),
+//     whatever its own layout — one thread per segment along K (the larger
+//     of the quantization and rotation blocks); NVFP4 first takes the
+//     rotated tensor's amax (a clear launch and an atomic-max launch);
 //   - the GEMM launch's tiling and memory movement (GemmTiling): a block
 //     (workgroup) per blockM x blockN tile of the result, one warp (wave)
 //     per 32 x 32 of it; K in steps of stepK staged in shared memory (LDS):
 //     each step's codes and scales are loaded from global memory into
-//     registers one step ahead (the loads of step s + 1 are in flight while
-//     step s computes), stored into the staged tile transposed to K-major
-//     rows, and read by the matrix instructions from there;
+//     registers two steps ahead, 16 bytes per load and per store, into
+//     K-major rows of one of two staged buffers (padded, or swizzled as
+//     sm_90a's wgmma reads them: StagedLayout): while the matrix
+//     instructions read step s from one buffer, step s + 1 is stored into
+//     the other and the loads of step s + 2 are in flight — one barrier a
+//     step;
 //   - the accumulation: K in chunks of G (the smaller scale block, or all
 //     of K for BF16 x BF16); each chunk's sum is exact when both operands
 //     are block-scaled (started from zero, scaled in fp32).
 //
 // A target adds only its innermost matrix instruction (accumulateStep), the
-// conversion of codes as they are staged (stageWord) and its fragment
+// encoding of codes in the scratch buffers (scratchCode) and its fragment
 // layout (storeAccumulators).
 //
 //===----------------------------------------------------------------------===//
@@ -73,17 +77,35 @@ struct OperandPlan {
   int64_t count() const { return type.getDimSize(0) * type.getDimSize(1); }
 };
 
+/// How a staged tile's K-major rows of `pitch` bytes lie in shared memory.
+enum class StagedLayout {
+  /// Each row padded by 16 bytes: a warp's (wave's) reads of eight rows at
+  /// the same K fall into distinct banks.
+  Padded,
+  /// Rows of 32, 64 or 128 bytes with no padding, the 16-byte chunk c of
+  /// row r at c ^ ((r·pitch >> 7) & (pitch / 16 - 1)) — sm_90a's 32/64/128
+  /// byte swizzle, which wgmma's shared-memory descriptors name (the tiles
+  /// start on 1024-byte boundaries); distinct banks for the same reads.
+  Swizzled,
+};
+
 /// The GEMM launch's tiling and staging, the same on every chip.
 struct GemmTiling {
   int64_t blockM = 0, blockN = 0; ///< A block's tile of the result.
   static constexpr int64_t warpM = 32, warpN = 32; ///< A warp's (wave's).
   int64_t stepK = 0;  ///< K staged in shared memory (LDS) per step.
+  int64_t threads = 0; ///< Threads per block (the chip's blockThreads()).
   int64_t chunk = 0;  ///< G: K summed before the scales apply (K: none).
+  StagedLayout layout = StagedLayout::Padded; ///< The chip's choice.
   /// Per operand (lhs, rhs): whether its E2M1 codes are staged packed, two
   /// per byte as an MFMA reads them (the chip's choice, packsE2M1()), and
-  /// the bytes per K-major row of its staged tile (16 of them padding).
+  /// the bytes per K-major row of its staged tile (with its padding).
   bool packed[2] = {false, false};
   int64_t pitch[2] = {0, 0};
+  /// The bytes of a row's codes: a step's K elements.
+  int64_t rowBytes(int side) const {
+    return pitch[side] - (layout == StagedLayout::Padded ? 16 : 0);
+  }
   int64_t warps() const { return (blockM / warpM) * (blockN / warpN); }
 };
 
@@ -116,6 +138,13 @@ protected:
     mlir::Value warpRow;    ///< The warp's tile in the block's tile (index).
     mlir::Value warpCol;
     mlir::Value lane;       ///< The thread's lane in its warp (index).
+    mlir::Value thread;     ///< The thread in the block (index).
+    mlir::Value stageAt;    ///< The step's staged buffer: its first byte.
+    /// Whether every E8M0 scale code of the step (both operands) is
+    /// moderate — within 2^±45 of 1, so that any two multiply to 2^s with
+    /// s in [-90, 90] and neither is NaN: an i1 the same in every thread
+    /// (stepBarrier's), or null where the chip's barrier gives none.
+    mlir::Value moderateScales;
     /// The fp32 NVFP4 tensor scales (f32; null for other operands).
     mlir::Value lhsTensorScale, rhsTensorScale;
   };
@@ -137,31 +166,64 @@ protected:
                     mlir::ValueRange accumulators,
                     llvm::function_ref<void(mlir::Value, mlir::Value,
                                             mlir::Value)> store) = 0;
-  /// A word of four codes (or two bf16) on its way into the staged tile:
-  /// the target's conversion of codes it cannot feed its instruction as
-  /// they are.
-  virtual mlir::Value stageWord(QuantizationEmitter &e, mlir::Value word,
-                                const OperandPlan &operand) {
-    return word;
+  /// An element code (i32) of a block-scaled operand on its way into the
+  /// scratch codes: the chip's encoding of codes its instructions cannot
+  /// read as they are (sm_90a: E2M1 codes as the E4M3 bytes of their
+  /// values). scratchEncoding: its name in the manifest, "code" if none.
+  virtual mlir::Value scratchCode(QuantizationEmitter &e, mlir::Value code,
+                                  const OperandPlan &operand) {
+    return code;
+  }
+  virtual llvm::StringRef scratchEncoding(const OperandPlan &operand) const {
+    return "code";
   }
   /// The name of the matrix instruction, for the plan's description.
   virtual std::string instruction() = 0;
   /// Whether the chip reads E2M1 codes packed two per byte (its staged
-  /// tiles then hold them so, where the staging can pack whole words).
+  /// tiles then hold them so).
   virtual bool packsE2M1() const { return false; }
+  /// How the chip's matrix instructions want the staged rows laid out.
+  virtual StagedLayout stagedLayout() const { return StagedLayout::Padded; }
+  /// Threads per block for `tiling`'s block tile: by default a warp (wave)
+  /// per 32 x 32 of it.
+  virtual int64_t blockThreads() const { return tiling.warps() * lanes; }
+  /// The result tile one issuing group computes: a warp's 32 x 32, or (a
+  /// chip whose matrix instructions are a warpgroup's) that group's.
+  virtual llvm::SmallVector<int64_t, 2> groupTile() const {
+    return {GemmTiling::warpM, GemmTiling::warpN};
+  }
+  /// The most shared memory (LDS) a block may stage in, bytes.
+  virtual int64_t sharedLimit() const = 0;
+  /// After a thread's stores into a staged buffer, before the barrier
+  /// after which the matrix instructions read it: what the chip needs
+  /// (sm_90a's wgmma reads through the async proxy: a proxy fence).
+  virtual void fenceStagedStores(QuantizationEmitter &e) {}
+  /// The barrier after a step's stores into a staged buffer. Where the
+  /// chip's barrier also ANDs a predicate over the block (sm_90a), the
+  /// result for `predicate` (i1, the same in every thread); else null.
+  virtual mlir::Value stepBarrier(QuantizationEmitter &e,
+                                  mlir::Value predicate);
 
   mlir::InFlightDiagnostic refuse(const llvm::Twine &why);
 
   /// Inside the staged tiles: the i32 word holding K-element `kk` (a
   /// multiple of 4 / elementBytes, or of 8 when packed) of row `row` of the
   /// left operand's tile (a row of the block's result tile) or column `col`
-  /// of the right's. stagedIndex: the index of that word in step.words.
+  /// of the right's. stagedIndex: the index of that word in step.words;
+  /// stagedByte: the byte offset of K-element kk in the staged buffers,
+  /// in the buffer starting at byte `stageAt`.
   mlir::Value lhsWord(QuantizationEmitter &e, const StagedStep &step,
                       mlir::Value row, mlir::Value kk);
   mlir::Value rhsWord(QuantizationEmitter &e, const StagedStep &step,
                       mlir::Value col, mlir::Value kk);
-  mlir::Value stagedIndex(QuantizationEmitter &e, int side, mlir::Value row,
-                          mlir::Value kk);
+  mlir::Value stagedIndex(QuantizationEmitter &e, const StagedStep &step,
+                          int side, mlir::Value row, mlir::Value kk);
+  mlir::Value stagedByte(QuantizationEmitter &e, mlir::Value stageAt,
+                         int side, mlir::Value row, mlir::Value kk);
+  /// Byte offsets of the staged tiles and scales in a staged buffer (on a
+  /// 1024-byte boundary: stageBytes() apart).
+  int64_t lhsTileAt() const { return 0; }
+  int64_t rhsTileAt() const { return tiling.blockM * tiling.pitch[0]; }
   /// The staged scale code (i32) of row `row` (column `col`) for its scale
   /// block `blockInStep` of the step.
   mlir::Value lhsScaleCode(QuantizationEmitter &e, const StagedStep &step,
@@ -183,7 +245,7 @@ private:
                                            mlir::Value scales,
                                            OperandQuantAttr quant,
                                            llvm::StringRef which);
-  GemmTiling chooseTiling();
+  void chooseTiling();
   void buildPrologue(mlir::OpBuilder &moduleBuilder, const OperandPlan &operand);
   void buildGemm(mlir::OpBuilder &moduleBuilder);
   /// What the kernel computes, for the bundle's manifest and its checks.
@@ -195,9 +257,6 @@ private:
   mlir::Value stagedScale(QuantizationEmitter &e, const StagedStep &step,
                           int64_t base, int64_t rows, mlir::Value row,
                           mlir::Value blockInStep);
-  /// Byte offsets of the staged tiles and scales in the workgroup buffer.
-  int64_t lhsTileAt() const { return 0; }
-  int64_t rhsTileAt() const { return tiling.blockM * tiling.pitch[0]; }
   int64_t lhsScalesAt() const {
     return rhsTileAt() + tiling.blockN * tiling.pitch[1];
   }
@@ -207,6 +266,7 @@ private:
   int64_t stagedBytes() const {
     return rhsScalesAt() + scalesPerStep(rhs, tiling.blockN);
   }
+  int64_t stageBytes() const { return (stagedBytes() + 1023) / 1024 * 1024; }
   int64_t scalesPerStep(const OperandPlan &operand, int64_t rows) const {
     return operand.scaled() ? rows * (tiling.stepK / operand.block()) : 0;
   }

@@ -83,31 +83,51 @@ def ConvertTetraToNVVM : Pass<"convert-tetra-to-nvvm", "mlir::ModuleOp"> {
       seed, step`), one thread per segment of the operand along K (the
       larger of the quantization block and the rotation block), rotating
       it in a local buffer and quantizing its blocks through the shared
-      quantization emitter — codes (one per byte, in the operand's layout)
-      and scales bit for bit those of `runtime/numerics`,
-      stochastic-rounding bits included. NVFP4 first runs
-      `NAME__lhs_amax_clear` and `NAME__lhs_amax` (the rotated tensor's
-      finite amax by an atomic maximum) and writes its tensor scale; BF16
-      writes 2-byte bf16 codes and no scales;
+      quantization emitter — codes (one per byte) and scales bit for bit
+      those of `runtime/numerics`, stochastic-rounding bits included,
+      written K-major whatever the operand's layout (`scratch_layout =
+      "k_major"`: [M or N][K] codes, [M or N][K / block] scales), each
+      E2M1 code as the E4M3 byte of its value (`scratch_encoding = "e4m3"`:
+      every E2M1 value is exact in E4M3, and sm_90a's FP8 instructions read
+      it as it is). NVFP4 first runs `NAME__lhs_amax_clear` and
+      `NAME__lhs_amax` (the rotated tensor's finite amax by an atomic
+      maximum) and writes its tensor scale; BF16 writes 2-byte bf16 codes
+      and no scales;
     - `NAME__gemm`: one block per `block_tile` (128, 64 or 32 rows and
-      columns, the largest that divides M and N) of the f32 result, one
-      warp per 32 x 32 of it; K in steps of `step_k` (128, 64 or 32; bf16
-      64 or 32) staged in shared memory: each step's codes and scales are
-      loaded into registers one step ahead and stored into K-major rows
-      (E2M1 codes widened to their E4M3 bytes on the way: every E2M1 value
-      is exact in E4M3). Block-scaled operands: per chunk of 32, eight
-      `mma.sync.aligned.m16n8k32` (2 x 4 tiles of 16 x 8) started from
-      zero (never chained in the tensor core's accumulator), each sum
-      scaled in fp32 and added with one fma; MX x MX applies the two E8M0
-      scales exactly: where all of a thread's scale pairs 2^(a+b) have a +
-      b in [-90, 90] (and none is NaN), as one fp32 built by an integer add
-      (every nonzero sum times it is then a normal fp32), elsewhere as
-      `(sum · A1·B1) · A2·B2`, the scales' halves 2^⌊a/2⌋ and 2^⌈a/2⌉
-      (exact wherever the result is in range; a NaN scale gives NaN) — so
-      MXFP4 × MXFP4 is `tetra.scaled_matmul`'s contract bit for bit. With an NVFP4 operand the chunk is 16: each m16n8k32 sees one
-      half of K, the other half zeroed, and each side's factor is
-      decodeE4M3(scale) · tensor scale (within the contract's bound). BF16
-      x BF16: `mma.sync.aligned.m16n8k16.bf16` accumulating over all of K.
+      columns, the largest that divides M and N) of the f32 result; K in
+      steps of `step_k` (the longest of 128, 64, 32 — bf16 64, 32 — whose
+      two staged buffers fit 48 KB) staged in two shared-memory buffers of
+      K-major rows with sm_90a's 32/64/128-byte swizzle (on a 1024-byte
+      boundary): while the matrix instructions read step s from one, each
+      thread stores step s + 1 (loaded during step s - 1, 16 bytes a load
+      and a store) into the other and loads step s + 2; one barrier a step,
+      which also ANDs whether every E8M0 scale code staged is moderate
+      (2^±45: a flag the same in every thread).
+      MXFP4 x MXFP4 and BF16 x BF16 on tiles of 64 x 64 multiples: one
+      warpgroup per 64 x 128 (64 x 64 where the tile is 64 wide) with
+      `wgmma.mma_async` reading both operands through shared-memory
+      descriptors (staged stores fenced for the async proxy): MXFP4 one
+      `m64nNk32` per scale block of 32 from zero, waited for, its results
+      pinned after the wait by an empty asm and scaled in fp32; BF16
+      `m64nNk16` accumulating all of K in the tensor cores' fp32.
+      FP8 codes (MXFP8 E4M3/E5M2, MXFP4 against MXFP8), NVFP4 and tiles of
+      32: one warp per 32 x 32 with `mma.sync.aligned.m16n8k32` (2 x 4
+      tiles of 16 x 8) started from zero per chunk — Hopper's FP8 wgmma
+      adds a slice's products with about 14 bits, which every E2M1 product
+      and sum of 32 fits exactly but E4M3 products do not (measured on the
+      H200: far outside the contract's bound), mma.sync's within bound.
+      Block-scaled sums are never chained in the tensor core's accumulator:
+      each chunk's sum is scaled in fp32 and added with one fma; MX x MX
+      applies the two E8M0 scales exactly: on the moderate flag as one fp32
+      2^(a+b) built by an integer add (every nonzero sum times it is then a
+      normal fp32), elsewhere as `(sum · A1·B1) · A2·B2`, the scales'
+      halves 2^⌊a/2⌋ and 2^⌈a/2⌉ (exact wherever the result is in range; a
+      NaN scale gives NaN) — so MXFP4 × MXFP4 is `tetra.scaled_matmul`'s
+      contract bit for bit. With an NVFP4 operand the chunk is 16: each
+      m16n8k32 sees one half of K, the other half zeroed, and each side's
+      factor is decodeE4M3(scale) · tensor scale (within the contract's
+      bound). BF16 x BF16 on 32-wide tiles: `mma.sync.aligned.m16n8k16.bf16`
+      accumulating over all of K.
 
     Each `gpu.func` records its launch in `tetra.launch = {grid, block,
     arguments}`, the arguments named `input:I` (the kernel's input I),
@@ -115,7 +135,8 @@ def ConvertTetraToNVVM : Pass<"convert-tetra-to-nvvm", "mlir::ModuleOp"> {
     `.tensor_scale`, `rhs.*`: buffers the launches share) and
     `scalar:seed` / `scalar:step` (the step's seed and step, as i64); the
     module's `tetra.gemm` holds what it computes and its `plan` (block
-    tile, warp tile, step, chunk, staged bytes, instruction). The module's
+    tile, the tile one warp or warpgroup computes, threads, step, chunk,
+    staged bytes, row pitch, instruction). The module's
     other operations (the host side, the elementwise kernels the CPU runs)
     are removed.
 
@@ -138,7 +159,9 @@ def ConvertTetraToNVVM : Pass<"convert-tetra-to-nvvm", "mlir::ModuleOp"> {
     "::mlir::LLVM::LLVMDialect",
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
     "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
   ];
 }
 
@@ -148,9 +171,10 @@ def ConvertTetraToAMDGPU : Pass<"convert-tetra-to-amdgpu", "mlir::ModuleOp"> {
     The same GEMM kernels as `--convert-tetra-to-nvvm`, from the same plan
     (`GemmKernelPlan.h`): the same `tetra.gemm` description and plan, the
     same prologue launches (rotation and quantization through the shared
-    quantization emitter, codes and scales in the operands' layout), the
-    same block tiles staged in LDS one step ahead, and gfx950's own
-    instructions, one wave of 64 lanes per 32 x 32 of a block's tile:
+    quantization emitter into K-major scratch; the codes as they are), the
+    same block tiles staged in two LDS buffers (rows padded by 16 bytes;
+    steps whose two buffers fit 64 KB), and gfx950's own instructions, one
+    wave of 64 lanes per 32 x 32 of a block's tile:
 
     - MX in steps of 128: four `amdgpu.scaled_mfma 16x16x128`
       (`v_mfma_scale_f32_16x16x128_f8f6f4`) per step, lane l giving row

@@ -222,20 +222,52 @@ blockAmax(QuantizationEmitter &e, int64_t blockSize,
   return {amax[0], amax[1]};
 }
 
+/// `encodeAt(j)` for every element of a block, handed to `storeCodes`
+/// `group` at a time (group 1: one loop over the elements).
+static void encodeBlock(QuantizationEmitter &e, int64_t blockSize,
+                        int64_t group, function_ref<Value(Value)> encodeAt,
+                        QuantizationEmitter::StoreCodes storeCodes) {
+  if (group == 1) {
+    e.loop(e.cIndex(0), e.cIndex(blockSize), [&](Value j) {
+      Value code = encodeAt(j);
+      storeCodes(j, code);
+    });
+    return;
+  }
+  e.loop(e.cIndex(0), e.cIndex(blockSize / group), [&](Value g) {
+    Value first = e.mulIndex(g, e.cIndex(group));
+    SmallVector<Value> codes;
+    for (int64_t q = 0; q < group; ++q)
+      codes.push_back(encodeAt(e.addIndex(first, e.cIndex(q))));
+    storeCodes(first, codes);
+  });
+}
+
 void QuantizationEmitter::quantizeMXBlock(
     int64_t blockSize, const FormatConstants &element, ScaleRule rule,
     Rounding rounding, function_ref<Value(Value)> load,
     function_ref<Value(Value)> randomBitsAt,
     function_ref<void(Value, Value)> storeCode,
     function_ref<void(Value)> storeScale) {
-  auto [amaxBits, nonFinite] = blockAmax(*this, blockSize, load);
+  quantizeMXBlock(blockSize, element, rule, rounding, load, randomBitsAt, 1,
+                  [&](Value j, llvm::ArrayRef<Value> codes) { storeCode(j, codes[0]); },
+                  storeScale);
+}
+
+void QuantizationEmitter::quantizeMXBlock(
+    int64_t blockSize, const FormatConstants &element, ScaleRule rule,
+    Rounding rounding, function_ref<Value(Value)> load,
+    function_ref<Value(Value)> randomBitsAt, int64_t group,
+    StoreCodes storeCodes, function_ref<void(Value)> storeScale) {
+  auto [amaxBits, nonFiniteBlock] = blockAmax(*this, blockSize, load);
+  Value nonFinite = nonFiniteBlock;
   Value exponent = sharedExponent(amaxBits, rule, element);
   storeScale(select(nonFinite, c32(0xFF), add(exponent, c32(127))));
-  loop(cIndex(0), cIndex(blockSize), [&](Value j) {
+  encodeBlock(*this, blockSize, group, [&](Value j) {
     Value bits = rounding == Rounding::Stochastic ? randomBitsAt(j) : Value();
     Value code = encode(load(j), exponent, element, rounding, bits);
-    storeCode(j, select(nonFinite, c32(0), code));
-  });
+    return select(nonFinite, c32(0), code);
+  }, storeCodes);
 }
 
 void QuantizationEmitter::quantizeNVFP4Block(
@@ -244,9 +276,21 @@ void QuantizationEmitter::quantizeNVFP4Block(
     function_ref<Value(Value)> randomBitsAt,
     function_ref<void(Value, Value)> storeCode,
     function_ref<void(Value)> storeScale) {
+  quantizeNVFP4Block(
+      blockSize, element, rounding, tensorScale, load, randomBitsAt, 1,
+      [&](Value j, llvm::ArrayRef<Value> codes) { storeCode(j, codes[0]); },
+      storeScale);
+}
+
+void QuantizationEmitter::quantizeNVFP4Block(
+    int64_t blockSize, const FormatConstants &element, Rounding rounding,
+    Value tensorScale, function_ref<Value(Value)> load,
+    function_ref<Value(Value)> randomBitsAt, int64_t group,
+    StoreCodes storeCodes, function_ref<void(Value)> storeScale) {
   static const FormatConstants e4m3 =
       constantsOf(numerics::ElementFormat::E4M3);
-  auto [amaxBits, nonFinite] = blockAmax(*this, blockSize, load);
+  auto [amaxBits, nonFiniteBlock] = blockAmax(*this, blockSize, load);
+  Value nonFinite = nonFiniteBlock;
   Value amaxBlock = bitcast(amaxBits, f32());
   Value scaleCode =
       encode(divf(amaxBlock, mulf(tensorScale, cF32(element.maxFinite))),
@@ -254,15 +298,15 @@ void QuantizationEmitter::quantizeNVFP4Block(
   Value decodedScale = mulf(decode(scaleCode, e4m3), tensorScale);
   Value scaleIsZero = cmpf(CmpFPredicate::OEQ, decodedScale, cF32(0.0f));
   storeScale(select(nonFinite, c32(e4m3.nanCode), scaleCode));
-  loop(cIndex(0), cIndex(blockSize), [&](Value j) {
+  encodeBlock(*this, blockSize, group, [&](Value j) {
     Value x = load(j);
     Value signedZero =
         shl(shrui(bitcast(x, i32()), c32(31)), c32(element.bits - 1));
     Value bits = rounding == Rounding::Stochastic ? randomBitsAt(j) : Value();
     Value code = encode(divf(x, decodedScale), c32(0), element, rounding, bits);
     code = select(scaleIsZero, signedZero, code);
-    storeCode(j, select(nonFinite, c32(0), code));
-  });
+    return select(nonFinite, c32(0), code);
+  }, storeCodes);
 }
 
 void QuantizationEmitter::hadamardButterflies(Value work, int64_t blockSize) {

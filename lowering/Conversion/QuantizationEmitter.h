@@ -230,6 +230,15 @@ public:
                        function_ref<Value(Value)> randomBitsAt,
                        function_ref<void(Value, Value)> storeCode,
                        function_ref<void(Value)> storeScale);
+  /// The same, the codes handed over `group` at a time (`group` divides
+  /// the block): `storeCodes(j, codes)` with elements j .. j + group - 1's.
+  using StoreCodes = function_ref<void(Value, llvm::ArrayRef<Value>)>;
+  void quantizeMXBlock(int64_t blockSize, const FormatConstants &element,
+                       ScaleRule rule, Rounding rounding,
+                       function_ref<Value(Value)> load,
+                       function_ref<Value(Value)> randomBitsAt, int64_t group,
+                       StoreCodes storeCodes,
+                       function_ref<void(Value)> storeScale);
 
   /// The same for NVFP4 (an E4M3 block scale under the f32 `tensorScale`),
   /// in numerics' order of fp32 operations.
@@ -238,6 +247,12 @@ public:
                           function_ref<Value(Value)> load,
                           function_ref<Value(Value)> randomBitsAt,
                           function_ref<void(Value, Value)> storeCode,
+                          function_ref<void(Value)> storeScale);
+  void quantizeNVFP4Block(int64_t blockSize, const FormatConstants &element,
+                          Rounding rounding, Value tensorScale,
+                          function_ref<Value(Value)> load,
+                          function_ref<Value(Value)> randomBitsAt,
+                          int64_t group, StoreCodes storeCodes,
                           function_ref<void(Value)> storeScale);
 
   /// The fast Walsh-Hadamard transform of `work` (a memref<B x f32>) in

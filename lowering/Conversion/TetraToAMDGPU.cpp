@@ -104,6 +104,7 @@ private:
   }
   /// E2M1 codes staged two per byte: the scaled MFMA reads them so.
   bool packsE2M1() const override { return true; }
+  int64_t sharedLimit() const override { return 64 * 1024; } // LDS a workgroup allocates statically
   /// A lane's 32 codes of one MX block (K elements kk .. kk + 31 of a
   /// staged row) as the MFMA's operand vector: FP8 codes as they are, E2M1
   /// as nibbles (staged so, or packed here), the lowest element in the
@@ -135,7 +136,7 @@ Value AMDGPUGemmLowering::stagedVector(QuantizationEmitter &e,
   // of 16 bytes, so these are ds_read_b128.
   return vector::LoadOp::create(
       e.b, VectorType::get({words}, e.i32()), step.words,
-      ValueRange{stagedIndex(e, left ? 0 : 1, row, kk)},
+      ValueRange{stagedIndex(e, step, left ? 0 : 1, row, kk)},
       /*nontemporal=*/false, e.b.getI64IntegerAttr(16));
 }
 
@@ -144,29 +145,8 @@ Value AMDGPUGemmLowering::blockOperand(QuantizationEmitter &e,
                                        Value row, Value kk, Value inside) {
   const OperandPlan &operand = left ? lhs : rhs;
   const bool e2m1 = operand.quant.getFormat() == ElementFormat::E2M1;
-  const bool packed = tiling.packed[left ? 0 : 1];
-  Value words;
-  if (!e2m1 || packed) {
-    // FP8 codes as they are (8 words), or E2M1 codes staged packed (4).
-    words = stagedVector(e, step, left, row, kk, e2m1 ? 4 : 8);
-  } else {
-    // E2M1 staged a code per byte: byte q of a word to nibble q.
-    Value bytes = stagedVector(e, step, left, row, kk, 8);
-    auto nibbles = [&](int64_t w) {
-      Value word = vector::ExtractOp::create(e.b, bytes, ArrayRef<int64_t>{w});
-      Value packedWord = e.c32(0);
-      for (int64_t q = 0; q < 4; ++q)
-        packedWord = e.bitOr(packedWord, e.bitAnd(e.shrui(word, e.c32(4 * q)),
-                                                  e.c32(0xF << (4 * q))));
-      return packedWord;
-    };
-    SmallVector<Value> packedWords;
-    for (int64_t w = 0; w < 4; ++w)
-      packedWords.push_back(
-          e.bitOr(nibbles(2 * w), e.shl(nibbles(2 * w + 1), e.c32(16))));
-    words = vector::FromElementsOp::create(
-        e.b, VectorType::get({4}, e.i32()), packedWords);
-  }
+  // FP8 codes as they are (8 words), E2M1 codes staged packed (4).
+  Value words = stagedVector(e, step, left, row, kk, e2m1 ? 4 : 8);
   if (inside) {
     auto type = cast<VectorType>(words.getType());
     Value zero = arith::ConstantOp::create(

@@ -2,28 +2,32 @@
 //
 // `--convert-tetra-to-nvvm{chip=sm_90a}`: every GEMM `tetra.kernel` becomes a
 // `gpu.module` from the shared plan (GemmKernelPlan.h): its prologue
-// launches (rotation and quantization, the same on every chip) and its GEMM
-// launch, whose staged tiles the warps read with sm_90a's mma.sync:
+// launches (rotation and quantization, the same on every chip; E2M1 codes
+// written as the E4M3 bytes of their values, exact) and its GEMM launch,
+// whose swizzled staged tiles sm_90a's tensor cores read:
 //
-//   block-scaled operands  each K chunk of 32 of a warp's 32 x 32 tile is
-//                          eight mma.sync.m16n8k32 (2 x 4 tiles of 16 x 8)
-//                          started from zero, E2M1 codes widened to E4M3
-//                          bytes as they are staged (every E2M1 value is
-//                          exact in E4M3), E4M3/E5M2 as they are; the
-//                          chunk's scales apply to its sum in fp32 and the
-//                          chunks accumulate in order. MX x MX: the two
-//                          E8M0 scales exactly — one integer add and one
-//                          fma where the thread's scale pairs are moderate,
-//                          the scales' halves (scaleHalves) elsewhere — so
-//                          MXFP4 x MXFP4 is the scaled_matmul contract bit
-//                          for bit.
-//                          With an NVFP4 operand the chunk is 16: each
-//                          m16n8k32 sees one half of K, the other zeroed,
-//                          and each side's factor is decodeE4M3(scale) x
-//                          tensor scale (MX: 2^e), within the contract's
-//                          error bound.
-//   bf16 x bf16            mma.sync.m16n8k16.bf16 accumulating over all of
-//                          K in fp32 (the contract's G = K), within bound.
+//   MXFP4 x MXFP4    on 64 x 64 multiples, one warpgroup per 64 x 128 (or
+//                    64 x 64) with wgmma.m64nNk32 through shared-memory
+//                    descriptors, one per scale block of 32, from zero;
+//                    every E2M1 product and sum of 32 is exact in its
+//                    accumulator. Its results, pinned after the wait, are
+//                    scaled in fp32 in order (addScaled).
+//   bf16 x bf16      on 64 x 64 multiples, wgmma.m64nNk16 accumulating all
+//                    of K (the contract's G = K), within bound.
+//   FP8, NVFP4, or   one warp per 32 x 32 with mma.sync.m16n8k32 (2 x 4
+//   32-wide tiles    tiles of 16 x 8) per chunk, from zero; bf16 with
+//                    mma.sync.m16n8k16. Hopper's FP8 wgmma adds E4M3
+//                    products with about 14 bits (measured on the H200:
+//                    far outside the contract's bound); mma.sync's stay
+//                    within it.
+//
+// MX x MX applies the two E8M0 scales exactly — one integer add and one
+// fma where the step's scale codes are moderate (the block's barrier ANDs
+// that: a uniform branch), the scales' halves (scaleHalves) elsewhere — so
+// MXFP4 x MXFP4 is the scaled_matmul contract bit for bit. With an NVFP4
+// operand the chunk is 16: each m16n8k32 sees one half of K, the other
+// zeroed, and each side's factor is decodeE4M3(scale) x tensor scale (MX:
+// 2^e), within the contract's error bound.
 //
 // Do not chain K = 32 FP8 steps in the tensor-core accumulator: Hopper's
 // FP8 accumulation keeps about 14 bits. The launch contract (grid, block,
@@ -47,8 +51,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 namespace tetra {
 #define GEN_PASS_DEF_CONVERTTETRATONVVM
@@ -61,20 +67,72 @@ using namespace tetra::conversion;
 
 namespace {
 
-/// sm_90a's matrix instructions on the plan's staged tiles: a warp's 32 x 32
-/// tile as 2 x 4 mma.sync tiles of 16 x 8; each thread holds four results
-/// of each (rows g, g + 8 and columns 2t, 2t + 1 of the tile, for lane
-/// 4g + t).
+/// sm_90a's matrix instructions on the plan's staged tiles (swizzled, as
+/// wgmma's shared-memory descriptors name them). MX x MX and bf16 x bf16
+/// on tiles of 64 x 64 multiples: each warpgroup (four warps) one 64 x 64
+/// of the block's tile with wgmma, its A and B read by the tensor cores
+/// from the staged tiles; elsewhere (NVFP4, tiles of 32) each warp one
+/// 32 x 32 with mma.sync, as 2 x 4 tiles of 16 x 8. Either way a thread
+/// holds four results of each of its tilesM() x tilesN() tiles of 16 x 8
+/// (rows g, g + 8 and columns 2t, 2t + 1 of the tile, for lane 4g + t) —
+/// wgmma's fragment of m64n64 is warp w's rows 16w .. 16w + 15 as 1 x 8
+/// such tiles.
 class NVVMGemmLowering : public GemmKernelLowering {
 public:
   NVVMGemmLowering(KernelOp kernel, StringRef chip, int64_t blockTile)
       : GemmKernelLowering(kernel, chip, /*lanes=*/32, blockTile) {}
 
 private:
-  static constexpr int64_t kTilesM = 2, kTilesN = 4;
+  /// Whether the block's tile is computed by warpgroups with wgmma: both
+  /// operands E2M1 (MX) or both bf16, and the tile made of 64 x 64 tiles.
+  /// Not FP8 codes: Hopper's FP8 wgmma adds a slice's products with about
+  /// 14 bits (measured on the H200: E4M3 x E4M3 sums of 32 far outside the
+  /// contract's bound), which every E2M1 product and sum of 32 fits exactly
+  /// (multiples of 1/4 below 2^11); mma.sync's are within bound.
+  bool wgmma() const {
+    const bool pair =
+        (lhs.kind == OperandKind::MX && rhs.kind == OperandKind::MX &&
+         isE2M1(lhs) && isE2M1(rhs)) ||
+        lhs.kind == OperandKind::BF16;
+    return pair && tiling.blockM % 64 == 0 && tiling.blockN % 64 == 0;
+  }
+  /// A warpgroup's tile: 64 x 128 where the block's tile is 128 wide
+  /// (wgmma reads less shared memory per product), else 64 x 64.
+  int64_t groupN() const { return tiling.blockN >= 128 ? 128 : 64; }
+  int64_t tilesM() const { return wgmma() ? 1 : 2; }
+  int64_t tilesN() const { return wgmma() ? groupN() / 8 : 4; }
+  StagedLayout stagedLayout() const override { return StagedLayout::Swizzled; }
+  int64_t sharedLimit() const override { return 48 * 1024; } // static shared memory
+  SmallVector<int64_t, 2> groupTile() const override {
+    if (!wgmma())
+      return GemmKernelLowering::groupTile();
+    return {64, groupN()};
+  }
+  int64_t blockThreads() const override {
+    if (!wgmma())
+      return tiling.warps() * lanes;
+    return (tiling.blockM / 64) * (tiling.blockN / groupN()) * 128;
+  }
+  Value stepBarrier(QuantizationEmitter &e, Value predicate) override {
+    Value all = NVVM::BarrierOp::create(
+                    e.b, e.i32(), /*barrierId=*/nullptr,
+                    /*numberOfThreads=*/nullptr,
+                    NVVM::BarrierReductionAttr::get(
+                        e.b.getContext(), NVVM::BarrierReduction::AND),
+                    e.zext(predicate, e.i32()))
+                    .getRes();
+    return e.cmp(CmpIPredicate::ne, all, e.c32(0));
+  }
+  void fenceStagedStores(QuantizationEmitter &e) override {
+    if (wgmma())
+      NVVM::FenceProxyOp::create(
+          e.b, NVVM::ProxyKind::async_shared,
+          NVVM::SharedSpaceAttr::get(e.b.getContext(),
+                                     NVVM::SharedSpace::shared_cta));
+  }
 
   SmallVector<Value> initialAccumulators(QuantizationEmitter &e) override {
-    return SmallVector<Value>(kTilesM * kTilesN * 4, e.cF32(0.0f));
+    return SmallVector<Value>(tilesM() * tilesN() * 4, e.cF32(0.0f));
   }
   SmallVector<Value> accumulateStep(QuantizationEmitter &e,
                                     const StagedStep &step,
@@ -82,13 +140,23 @@ private:
   void storeAccumulators(
       QuantizationEmitter &e, const StagedStep &step, ValueRange accumulators,
       function_ref<void(Value, Value, Value)> store) override;
-  Value stageWord(QuantizationEmitter &e, Value word,
-                  const OperandPlan &operand) override;
+  static bool isE2M1(const OperandPlan &operand) {
+    return operand.scaled() && operand.quant.getFormat() == ElementFormat::E2M1;
+  }
+  /// E2M1 codes are written to the scratch buffers as the E4M3 bytes of
+  /// their values (exact), which the FP8 instructions read as they are.
+  Value scratchCode(QuantizationEmitter &e, Value code,
+                    const OperandPlan &operand) override;
+  StringRef scratchEncoding(const OperandPlan &operand) const override {
+    return isE2M1(operand) ? "e4m3" : "code";
+  }
   std::string instruction() override {
-    return lhs.kind == OperandKind::BF16 ? "mma.sync.m16n8k16.bf16"
-                                         : "mma.sync.m16n8k32." +
-                                               mmaType(lhs) + "." +
-                                               mmaType(rhs);
+    const bool bf16 = lhs.kind == OperandKind::BF16;
+    if (wgmma())
+      return "wgmma.m64n" + std::to_string(groupN()) +
+             (bf16 ? "k16.f32.bf16.bf16" : "k32.f32.e4m3.e4m3");
+    return bf16 ? "mma.sync.m16n8k16.bf16"
+                : "mma.sync.m16n8k32." + mmaType(lhs) + "." + mmaType(rhs);
   }
   static std::string mmaType(const OperandPlan &operand) {
     return operand.quant.getFormat() == ElementFormat::E5M2 ? "e5m2" : "e4m3";
@@ -99,6 +167,25 @@ private:
   SmallVector<Value> accumulateBF16(QuantizationEmitter &e,
                                     const StagedStep &step,
                                     ValueRange accumulators);
+  SmallVector<Value> accumulateWgmma(QuantizationEmitter &e,
+                                     const StagedStep &step,
+                                     ValueRange accumulators);
+  /// The thread's scale codes (i32) of its rows (2 · tilesM()) and columns
+  /// (2 · tilesN()) for scale block `block` of the step.
+  std::pair<SmallVector<Value>, SmallVector<Value>>
+  scaleCodes(QuantizationEmitter &e, const StagedStep &step,
+             Value lhsBlock, Value rhsBlock) {
+    SmallVector<Value> rowCode, colCode;
+    for (int64_t i = 0; i < tilesM(); ++i)
+      for (int64_t half = 0; half < 2; ++half)
+        rowCode.push_back(
+            lhsScaleCode(e, step, resultRow(e, step, i, 2 * half), lhsBlock));
+    for (int64_t j = 0; j < tilesN(); ++j)
+      for (int64_t c = 0; c < 2; ++c)
+        colCode.push_back(
+            rhsScaleCode(e, step, resultCol(e, step, j, c), rhsBlock));
+    return {rowCode, colCode};
+  }
   /// The warp's A and B fragments of the K elements from k0 on, `perWord`
   /// of them a 32-bit register (g = lane / 4, t = lane % 4): A register r
   /// holds row g (+8 for odd r), K perWord·t (+4·perWord for r >= 2); B
@@ -106,9 +193,9 @@ private:
   std::pair<SmallVector<std::array<Value, 4>>, SmallVector<std::array<Value, 2>>>
   loadFragments(QuantizationEmitter &e, const StagedStep &step, Value k0,
                 Value g, Value t, int64_t perWord) {
-    SmallVector<std::array<Value, 4>> a(kTilesM);
-    SmallVector<std::array<Value, 2>> b(kTilesN);
-    for (int64_t i = 0; i < kTilesM; ++i)
+    SmallVector<std::array<Value, 4>> a(tilesM());
+    SmallVector<std::array<Value, 2>> b(tilesN());
+    for (int64_t i = 0; i < tilesM(); ++i)
       for (int64_t r = 0; r < 4; ++r) {
         Value row = e.addIndex(step.warpRow,
                                e.addIndex(g, e.cIndex(16 * i + 8 * (r & 1))));
@@ -116,7 +203,7 @@ private:
                                              e.cIndex(4 * perWord * (r >> 1))));
         a[i][r] = lhsWord(e, step, row, kk);
       }
-    for (int64_t j = 0; j < kTilesN; ++j)
+    for (int64_t j = 0; j < tilesN(); ++j)
       for (int64_t r = 0; r < 2; ++r) {
         Value col = e.addIndex(step.warpCol, e.addIndex(g, e.cIndex(8 * j)));
         Value kk = e.addIndex(k0, e.addIndex(e.mulIndex(t, e.cIndex(perWord)),
@@ -131,19 +218,41 @@ private:
                                ArrayRef<Value> partials, ArrayRef<Value> acc,
                                ArrayRef<Value> rowCode,
                                ArrayRef<Value> colCode);
+  /// The first row and column of the thread's warp's results inside the
+  /// block's tile: the warp's 32 x 32 (mma.sync), or its 16 rows of its
+  /// warpgroup's 64 x 64 (wgmma).
+  std::pair<Value, Value> warpOrigin(QuantizationEmitter &e,
+                                     const StagedStep &step) {
+    if (!wgmma())
+      return {step.warpRow, step.warpCol};
+    auto [wgRow, wgCol] = warpgroupOrigin(e, step);
+    Value warp = arith::RemUIOp::create(e.b, e.divIndex(step.thread, 32),
+                                        e.cIndex(4));
+    return {e.addIndex(wgRow, e.mulIndex(warp, e.cIndex(16))), wgCol};
+  }
+  /// The thread's warpgroup's 64 x 64 inside the block's tile.
+  std::pair<Value, Value> warpgroupOrigin(QuantizationEmitter &e,
+                                          const StagedStep &step) {
+    const int64_t across = tiling.blockN / groupN();
+    Value group = e.divIndex(step.thread, 128);
+    return {e.mulIndex(e.divIndex(group, across), e.cIndex(64)),
+            e.mulIndex(arith::RemUIOp::create(e.b, group, e.cIndex(across)),
+                       e.cIndex(groupN()))};
+  }
   /// The row (column) inside the block's tile of the thread's result `r`
-  /// (0..3) of mma tile (i, j).
+  /// (0..3) of its tile (i, j).
   Value resultRow(QuantizationEmitter &e, const StagedStep &step, int64_t i,
                   int64_t r) {
     Value g = e.divIndex(step.lane, 4);
-    return e.addIndex(step.warpRow,
+    return e.addIndex(warpOrigin(e, step).first,
                       e.addIndex(g, e.cIndex(16 * i + 8 * (r >> 1))));
   }
   Value resultCol(QuantizationEmitter &e, const StagedStep &step, int64_t j,
                   int64_t r) {
     Value t = arith::RemUIOp::create(e.b, step.lane, e.cIndex(4));
-    return e.addIndex(step.warpCol, e.addIndex(e.mulIndex(t, e.cIndex(2)),
-                                               e.cIndex(8 * j + (r & 1))));
+    return e.addIndex(warpOrigin(e, step).second,
+                      e.addIndex(e.mulIndex(t, e.cIndex(2)),
+                                 e.cIndex(8 * j + (r & 1))));
   }
 };
 
@@ -187,20 +296,121 @@ Value widenE2M1(QuantizationEmitter &e, Value word) {
   return e.bitOr(e.bitOr(large, half), sign);
 }
 
-Value NVVMGemmLowering::stageWord(QuantizationEmitter &e, Value word,
-                                  const OperandPlan &operand) {
-  if (operand.quant.getFormat() != ElementFormat::E2M1)
-    return word;
-  return widenE2M1(e, word);
+Value NVVMGemmLowering::scratchCode(QuantizationEmitter &e, Value code,
+                                    const OperandPlan &operand) {
+  return isE2M1(operand) ? widenE2M1(e, code) : code;
 }
 
 SmallVector<Value>
 NVVMGemmLowering::accumulateStep(QuantizationEmitter &e,
                                  const StagedStep &step,
                                  ValueRange accumulators) {
+  if (wgmma())
+    return accumulateWgmma(e, step, accumulators);
   return lhs.kind == OperandKind::BF16
              ? accumulateBF16(e, step, accumulators)
              : accumulateBlockScaled(e, step, accumulators);
+}
+
+/// The shared-memory matrix descriptor of a swizzled K-major tile whose
+/// rows of `pitch` bytes (32, 64 or 128: the swizzle) start at shared
+/// address `start` (i64): bits 0-13 start >> 4, 16-29 the leading byte
+/// offset >> 4 (unused for swizzled K-major tiles: 1), 32-45 the stride
+/// byte offset >> 4 (eight rows), 62-63 the swizzle (1: 128, 2: 64, 3: 32
+/// bytes). Each K slice of 32 bytes further along the rows is the same
+/// descriptor plus 2.
+static Value swizzledDescriptor(QuantizationEmitter &e, Value start,
+                                int64_t pitch) {
+  const uint64_t swizzle = pitch == 128 ? 1 : pitch == 64 ? 2 : 3;
+  const uint64_t fixed =
+      (uint64_t{1} << 16) | (uint64_t(8 * pitch >> 4) << 32) | (swizzle << 62);
+  Value address = e.shrui(e.bitAnd(start, e.c64(0x3FFFF)), e.c64(4));
+  return e.bitOr(address, e.c64(static_cast<int64_t>(fixed)));
+}
+
+SmallVector<Value>
+NVVMGemmLowering::accumulateWgmma(QuantizationEmitter &e,
+                                  const StagedStep &step,
+                                  ValueRange accumulators) {
+  MLIRContext *context = kernel.getContext();
+  const bool bf16 = lhs.kind == OperandKind::BF16;
+  const int64_t sliceK = bf16 ? 16 : 32; // 32 bytes of K per wgmma
+  Type fragment = LLVM::LLVMStructType::getLiteral(
+      context, SmallVector<Type>(accumulators.size(), e.f32()));
+  // E2M1 codes are staged widened to E4M3.
+  const NVVM::WGMMATypes type =
+      bf16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::e4m3;
+  // The warpgroup's A (its 64 rows of the lhs tile) and B (its groupN()
+  // columns of the rhs tile), K slice 0.
+  Value base = arith::IndexCastUIOp::create(
+      e.b, e.i64(),
+      memref::ExtractAlignedPointerAsIndexOp::create(e.b, step.bytes));
+  auto [groupRow, groupCol] = warpgroupOrigin(e, step);
+  auto descriptor = [&](int side, Value rowInTile) {
+    Value at = e.addIndex(
+        e.addIndex(step.stageAt,
+                   e.cIndex(side == 0 ? lhsTileAt() : rhsTileAt())),
+        e.mulIndex(rowInTile, e.cIndex(tiling.pitch[side])));
+    return swizzledDescriptor(
+        e, e.add(base, arith::IndexCastUIOp::create(e.b, e.i64(), at)),
+        tiling.pitch[side]);
+  };
+  Value a0 = descriptor(0, groupRow), b0 = descriptor(1, groupCol);
+  auto mma = [&](int64_t slice, Value d, NVVM::WGMMAScaleOut scaleD) {
+    Value offset = e.c64(2 * slice);
+    return NVVM::WgmmaMmaAsyncOp::create(
+        e.b, fragment, d, e.add(a0, offset), e.add(b0, offset),
+        NVVM::MMAShapeAttr::get(context, 64, groupN(), sliceK), type, type,
+        NVVM::WGMMATypes::f32, scaleD,
+        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
+        NVVM::MMALayout::col, /*satfinite=*/nullptr);
+  };
+  // A finished wgmma's results, each through an empty asm after the wait
+  // that finished it: nothing reads them before the wait.
+  auto unpack = [&](Value d) {
+    SmallVector<Value> values;
+    for (int64_t r = 0; r < static_cast<int64_t>(accumulators.size()); ++r)
+      values.push_back(
+          LLVM::InlineAsmOp::create(
+              e.b, e.f32(),
+              ValueRange{LLVM::ExtractValueOp::create(e.b, d, r)}, "", "=f,0",
+              /*has_side_effects=*/true, /*is_align_stack=*/false,
+              LLVM::tailcallkind::TailCallKind::None,
+              /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr)
+              .getResult(0));
+    return values;
+  };
+  const int64_t slices = tiling.stepK / sliceK;
+  if (bf16) {
+    // All of K in the tensor cores' fp32 accumulator (G = K).
+    Value d = LLVM::UndefOp::create(e.b, fragment);
+    for (auto [r, value] : llvm::enumerate(accumulators))
+      d = LLVM::InsertValueOp::create(e.b, d, value, r);
+    NVVM::WgmmaFenceAlignedOp::create(e.b);
+    for (int64_t slice = 0; slice < slices; ++slice)
+      d = mma(slice, d, NVVM::WGMMAScaleOut::one);
+    NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
+    NVVM::WgmmaWaitGroupSyncOp::create(e.b, 0);
+    return unpack(d);
+  }
+  // MX x MX: each 32 of K (one scale block) summed from zero by one wgmma
+  // (every E2M1 product and their sum exact), then scaled in fp32
+  // (addScaled). The next slice's wgmma waits for that: with two slices'
+  // results live at once the 16-warp block spills (128 registers), and the
+  // block's other warpgroups keep the tensor cores busy meanwhile.
+  // (The accumulator input of a wgmma that starts from zero is not read.)
+  Value unread = LLVM::UndefOp::create(e.b, fragment);
+  SmallVector<Value> acc(accumulators);
+  for (int64_t slice = 0; slice < slices; ++slice) {
+    NVVM::WgmmaFenceAlignedOp::create(e.b);
+    Value d = mma(slice, unread, NVVM::WGMMAScaleOut::zero);
+    NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
+    auto [rowCode, colCode] =
+        scaleCodes(e, step, e.cIndex(slice), e.cIndex(slice));
+    NVVM::WgmmaWaitGroupSyncOp::create(e.b, 0);
+    acc = addScaled(e, step, unpack(d), acc, rowCode, colCode);
+  }
+  return acc;
 }
 
 SmallVector<Value>
@@ -232,19 +442,12 @@ NVVMGemmLowering::accumulateBlockScaled(QuantizationEmitter &e,
       auto blockOf = [&](const OperandPlan &operand) {
         return e.cIndex(operand.block() == 16 ? 2 * q + h : q);
       };
-      SmallVector<Value> rowCode(kTilesM * 2), colCode(kTilesN * 2);
-      for (int64_t i = 0; i < kTilesM; ++i)
-        for (int64_t half = 0; half < 2; ++half)
-          rowCode[2 * i + half] = lhsScaleCode(
-              e, step, resultRow(e, step, i, 2 * half), blockOf(lhs));
-      for (int64_t j = 0; j < kTilesN; ++j)
-        for (int64_t c = 0; c < 2; ++c)
-          colCode[2 * j + c] =
-              rhsScaleCode(e, step, resultCol(e, step, j, c), blockOf(rhs));
+      auto [rowCode, colCode] =
+          scaleCodes(e, step, blockOf(lhs), blockOf(rhs));
       // The chunk's sums, all eight MMAs first.
       SmallVector<Value> partials;
-      for (int64_t i = 0; i < kTilesM; ++i)
-        for (int64_t j = 0; j < kTilesN; ++j) {
+      for (int64_t i = 0; i < tilesM(); ++i)
+        for (int64_t j = 0; j < tilesN(); ++j) {
           SmallVector<Value> args = {keep(a[i][0], 0), keep(a[i][1], 0),
                                      keep(a[i][2], 1), keep(a[i][3], 1),
                                      keep(bw[j][0], 0), keep(bw[j][1], 1),
@@ -271,10 +474,10 @@ SmallVector<Value> NVVMGemmLowering::addScaled(QuantizationEmitter &e,
   // among the thread's rows and columns.
   auto each = [&](function_ref<Value(Value, Value, int64_t, int64_t)> add) {
     SmallVector<Value> next(acc.size());
-    for (int64_t i = 0; i < kTilesM; ++i)
-      for (int64_t j = 0; j < kTilesN; ++j)
+    for (int64_t i = 0; i < tilesM(); ++i)
+      for (int64_t j = 0; j < tilesN(); ++j)
         for (int64_t r = 0; r < 4; ++r) {
-          int64_t at = (i * kTilesN + j) * 4 + r;
+          int64_t at = (i * tilesN() + j) * 4 + r;
           next[at] = add(partials[at], acc[at], 2 * i + (r >> 1),
                          2 * j + (r & 1));
         }
@@ -301,27 +504,15 @@ SmallVector<Value> NVVMGemmLowering::addScaled(QuantizationEmitter &e,
       return fma(e.mulf(partial, rowFactor[row]), colFactor[col], sum);
     });
   }
-  // MX x MX, exactly. Where every scale pair of the thread's results is
-  // 2^s with s in [-90, 90] and none is NaN, 2^s is a normal fp32 built by
-  // one integer add ((ca << 23) + ((cb - 127) << 23)), and every nonzero
-  // sum times it is a normal fp32 (E5M2 sums lie in [2^-32, 2^37)): one
-  // fma, exact product, the sum rounded once. Elsewhere the scale's halves
-  // (scaleHalves), with the same result wherever both are exact.
-  auto extreme = [&](ArrayRef<Value> codes, bool largest) {
-    Value found = codes.front();
-    for (Value code : codes.drop_front())
-      found = largest ? e.maxsi(found, code) : e.minsi(found, code);
-    return found;
-  };
-  Value maxRow = extreme(rowCode, true), maxCol = extreme(colCode, true);
-  Value safe = e.cmp(CmpIPredicate::sge,
-                     e.add(extreme(rowCode, false), extreme(colCode, false)),
-                     e.c32(254 - 90));
-  for (Value bound : {e.cmp(CmpIPredicate::sle, e.add(maxRow, maxCol),
-                            e.c32(254 + 90)),
-                      e.cmp(CmpIPredicate::sle, maxRow, e.c32(254)),
-                      e.cmp(CmpIPredicate::sle, maxCol, e.c32(254))})
-    safe = arith::AndIOp::create(e.b, safe, bound);
+  // MX x MX, exactly. Where every scale code of the step is moderate
+  // (StagedStep::moderateScales: each pair is 2^s with s in [-90, 90], none
+  // NaN), 2^s is a normal fp32 built by one integer add ((ca << 23) +
+  // ((cb - 127) << 23)), and every nonzero sum times it is a normal fp32
+  // (E5M2 sums lie in [2^-32, 2^37)): one fma, exact product, the sum
+  // rounded once. Elsewhere the scale's halves (scaleHalves), with the same
+  // result wherever both are exact. The flag is the block's: the branch is
+  // uniform.
+  Value safe = step.moderateScales;
   SmallVector<Type> types(acc.size(), e.f32());
   auto branch = scf::IfOp::create(e.b, types, safe, /*withElseRegion=*/true);
   {
@@ -367,9 +558,9 @@ SmallVector<Value> NVVMGemmLowering::accumulateBF16(QuantizationEmitter &e,
     auto fragments = loadFragments(e, step, e.cIndex(q * 16), g, t, 2);
     auto &a = fragments.first;
     auto &bw = fragments.second;
-    for (int64_t i = 0; i < kTilesM; ++i)
-      for (int64_t j = 0; j < kTilesN; ++j) {
-        Value *c = &acc[(i * kTilesN + j) * 4];
+    for (int64_t i = 0; i < tilesM(); ++i)
+      for (int64_t j = 0; j < tilesN(); ++j) {
+        Value *c = &acc[(i * tilesN() + j) * 4];
         SmallVector<Value> args = {a[i][0], a[i][1], a[i][2], a[i][3],
                                    bw[j][0], bw[j][1], c[0], c[1], c[2], c[3]};
         Value d = LLVM::CallIntrinsicOp::create(
@@ -387,10 +578,10 @@ SmallVector<Value> NVVMGemmLowering::accumulateBF16(QuantizationEmitter &e,
 void NVVMGemmLowering::storeAccumulators(
     QuantizationEmitter &e, const StagedStep &step, ValueRange accumulators,
     function_ref<void(Value, Value, Value)> store) {
-  for (int64_t i = 0; i < kTilesM; ++i)
-    for (int64_t j = 0; j < kTilesN; ++j)
+  for (int64_t i = 0; i < tilesM(); ++i)
+    for (int64_t j = 0; j < tilesN(); ++j)
       for (int64_t r = 0; r < 4; ++r)
-        store(accumulators[(i * kTilesN + j) * 4 + r],
+        store(accumulators[(i * tilesN() + j) * 4 + r],
               resultRow(e, step, i, r), resultCol(e, step, j, r));
 }
 

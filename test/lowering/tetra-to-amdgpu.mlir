@@ -13,34 +13,46 @@
 // 128 in one staged step, chunks of 32), the same prologue launches (one
 // thread per 32-token segment: 4 x 64 = 256 threads for dY, 4 x 32 for X;
 // rotated in private memory allocated at the entry, then quantized), in
-// the same order, and the same GEMM arguments. The staged format is the
-// chip's: gfx950 stages E2M1 codes packed two per byte, as its MFMA reads
-// them (64 + 16 bytes a row), sm_90a widened to E4M3 bytes (128 + 16).
+// the same order, and the same GEMM arguments; both write K-major scratch.
+// The code encodings and staged formats are the chip's: sm_90a writes each
+// E2M1 code as the E4M3 byte of its value and stages 128-byte swizzled
+// rows for its FP8 instructions; gfx950 keeps the codes and stages them
+// packed two per byte, as its MFMA reads them (64 + 16 bytes a row). Both
+// stage two buffers.
 // PLAN-LABEL: gpu.module @wo_wgrad
-// PLAN-SAME: tetra.gemm = {gemm = "wo_wgrad", k = 128 : i64, lhs = {axis = 0 : i64, block = 32 : i64, format = "e2m1", input = 0 : i64, kind = "mx", rotation = {block = 32 : i64, kind = "hadamard", schedule = "fixed", seed = 0 : i64}, rounding = "nearest_even", rule = "floor", scale = "e8m0", shape = array<i64: 128, 64>, tensor_id = 0 : i64}, m = 64 : i64, n = 32 : i64
-// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, instruction = "v_mfma_scale_f32_16x16x128_f8f6f4", pitch = array<i64: 80, 80>, staged_bytes = 8064 : i64, step_k = 128 : i64, warp_tile = array<i64: 32, 32>}
-// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 144, 144>, staged_bytes = 14208 : i64, step_k = 128 : i64, warp_tile = array<i64: 32, 32>}
+// PLAN-SAME: tetra.gemm = {gemm = "wo_wgrad", k = 128 : i64, lhs = {axis = 0 : i64, block = 32 : i64, format = "e2m1", input = 0 : i64, kind = "mx", rotation = {block = 32 : i64, kind = "hadamard", schedule = "fixed", seed = 0 : i64}, rounding = "nearest_even", rule = "floor", scale = "e8m0",
+// AMD-SAME: scratch_encoding = "code", scratch_layout = "k_major"
+// NV-SAME: scratch_encoding = "e4m3", scratch_layout = "k_major"
+// PLAN-SAME: shape = array<i64: 128, 64>, tensor_id = 0 : i64}, m = 64 : i64, n = 32 : i64
+// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, group_tile = array<i64: 32, 32>, instruction = "v_mfma_scale_f32_16x16x128_f8f6f4", pitch = array<i64: 80, 80>, staged_bytes = 16384 : i64, step_k = 128 : i64, threads = 128 : i64}
+// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 128, 128>, staged_bytes = 26624 : i64, step_k = 128 : i64, threads = 64 : i64}
 // PLAN: gpu.func @wo_wgrad__lhs({{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>, tetra.launch = {arguments = ["input:0", "scratch:lhs.codes", "scratch:lhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 2, 1, 1>}}
 // PLAN: memref.alloca() : memref<32xf32, #gpu.address_space<private>>
 // PLAN: memref.alloca() : memref<32xf32, #gpu.address_space<private>>
 // PLAN-NEXT: scf.if
 // PLAN: gpu.func @wo_wgrad__rhs({{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>, tetra.launch = {arguments = ["input:1", "scratch:rhs.codes", "scratch:rhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>}}
-// PLAN: gpu.func @wo_wgrad__gemm(%{{.*}}: memref<2048xi32>, %{{.*}}: memref<256xi8>, %{{.*}}: memref<1024xi32>, %{{.*}}: memref<128xi8>, %{{.*}}: memref<2048xf32>) workgroup(%{{.*}} : memref<{{8064|14208}}xi8, #gpu.address_space<workgroup>>)
+// PLAN: gpu.func @wo_wgrad__gemm(%{{.*}}: memref<2048xi32>, %{{.*}}: memref<256xi8>, %{{.*}}: memref<1024xi32>, %{{.*}}: memref<128xi8>, %{{.*}}: memref<2048xf32>) workgroup(%{{.*}} : memref<{{16384|26624}}xi8, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64})
 // The block: two waves of 64 lanes (gfx950) or two warps of 32 (sm_90a).
 // AMD-SAME: block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>
 // NV-SAME: block = array<i64: 64, 1, 1>, grid = array<i64: 1, 1, 1>
-// PLAN: scf.for
-// PLAN: gpu.barrier
-// Then each target's instruction on the staged step: gfx950 four scaled
+// Step 0 staged before the loop, then in the loop the next step's stores
+// into the other buffer, and each target's instruction on the staged step,
+// one barrier a step (sm_90a's ANDs the moderate-scales flag): gfx950 four scaled
 // MFMAs 16x16x128 per wave (2 x 2 tiles, each lane one MX block of K, its
 // 32 packed codes in one 16-byte LDS read); sm_90a four chunks of 32, each
 // eight m16n8k32 started from zero.
-// AMD: vector.load %{{.*}}[%{{.*}}] {alignment = 16 : i64} : memref<2016xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// AMD: gpu.barrier
+// NV: nvvm.barrier #nvvm.reduction<and>
+// PLAN: scf.for
+// AMD: vector.store %{{.*}} {alignment = 8 : i64} : memref<4096xi32, #gpu.address_space<workgroup>>, vector<2xi32>
+// NV: vector.store %{{.*}} {alignment = 16 : i64} : memref<6656xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// AMD: vector.load %{{.*}}[%{{.*}}] {alignment = 16 : i64} : memref<4096xi32, #gpu.address_space<workgroup>>, vector<4xi32>
 // AMD-COUNT-4: amdgpu.scaled_mfma 16x16x128 ({{.*}}[0] * {{.*}}) * ({{.*}}[0] * {{.*}}) + {{.*}} : f8E8M0FNU, vector<32xf4E2M1FN>, f8E8M0FNU, vector<32xf4E2M1FN>, vector<4xf32>
 // AMD-NOT: amdgpu.scaled_mfma
 // NV-COUNT-32: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"
 // NV-NOT: llvm.call_intrinsic
-// PLAN: gpu.barrier
+// AMD: gpu.barrier
+// NV: nvvm.barrier #nvvm.reduction<and>
 #q4 = #tetra.quant<mxfp4>
 #had = #tetra.rotation<hadamard<32>>
 func.func @wgrad(%dy: tensor<128x64xf32>, %x: tensor<128x32xf32>) -> tensor<64x32xf32> {
@@ -60,7 +72,8 @@ func.func @wgrad(%dy: tensor<128x64xf32>, %x: tensor<128x32xf32>) -> tensor<64x3
 // MXFP8: E4M3 codes go to the MFMA as E4M3 (format 0), E5M2 as E5M2. K =
 // 64 is one step of 64: one scaled MFMA 32x32x64 per wave.
 // PLAN-LABEL: gpu.module @mixed_fprop
-// PLAN-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, instruction = "{{[^"]*}}", pitch = array<i64: 80, 80>, staged_bytes = 7872 : i64, step_k = 64 : i64, warp_tile = array<i64: 32, 32>}
+// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, group_tile = array<i64: 32, 32>, instruction = "v_mfma_scale_f32_32x32x64_f8f6f4", pitch = array<i64: 80, 80>, staged_bytes = 16384 : i64, step_k = 64 : i64, threads = 128 : i64}
+// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e5m2", pitch = array<i64: 64, 64>, staged_bytes = 14336 : i64, step_k = 64 : i64, threads = 64 : i64}
 // AMD: amdgpu.scaled_mfma 32x32x64 {{.*}} : f8E8M0FNU, vector<32xf8E4M3FN>, f8E8M0FNU, vector<32xf8E5M2>, vector<16xf32>
 // NV: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e5m2.f32"
 #e4 = #tetra.quant<mxfp8_e4m3>
@@ -78,15 +91,17 @@ func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 // -----
 
 // BF16 x BF16: the same prologue (rounding to bf16, 2-byte codes) and the
-// same plan (steps of 64, one chunk of all K) on both; gfx950 accumulates
-// in v_mfma_f32_32x32x16_bf16, sm_90a in mma.sync.m16n8k16.bf16.
+// same steps (64, one chunk of all K) on both; gfx950 accumulates in
+// v_mfma_f32_32x32x16_bf16 (four waves of 32 x 32), sm_90a in
+// wgmma.m64n64k16 (one warpgroup).
 // PLAN-LABEL: gpu.module @lm_head_dgrad
-// PLAN-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, instruction = "{{[^"]*}}", pitch = array<i64: 144, 144>, staged_bytes = 18432 : i64, step_k = 64 : i64, warp_tile = array<i64: 32, 32>}
-// PLAN: gpu.func @lm_head_dgrad__lhs(%{{.*}}: memref<8192xf32>, %{{.*}}: memref<8192xi16>
-// PLAN: gpu.func @lm_head_dgrad__rhs(%{{.*}}: memref<8192xf32>, %{{.*}}: memref<8192xi16>
+// AMD-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, group_tile = array<i64: 32, 32>, instruction = "v_mfma_f32_32x32x16_bf16", pitch = array<i64: 144, 144>, staged_bytes = 36864 : i64, step_k = 64 : i64, threads = 256 : i64}
+// NV-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16", pitch = array<i64: 128, 128>, staged_bytes = 32768 : i64, step_k = 64 : i64, threads = 128 : i64}
+// PLAN: gpu.func @lm_head_dgrad__lhs(%{{.*}}: memref<8192xf32>, %{{.*}}: memref<4096xi32>
+// PLAN: gpu.func @lm_head_dgrad__rhs(%{{.*}}: memref<8192xf32>, %{{.*}}: memref<4096xi32>
 // PLAN: gpu.func @lm_head_dgrad__gemm
 // AMD-COUNT-4: amdgpu.mfma 32x32x16 {{.*}} : vector<8xbf16>, vector<8xbf16>, vector<16xf32>
-// NV: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k16.row.col.bf16"
+// NV: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>
 #bf = #tetra.quant<bf16>
 func.func @dgrad(%dy: tensor<64x128xf32>, %w: tensor<128x64xf32>) -> tensor<64x64xf32> {
   %dx = tetra.kernel "lm_head_dgrad" (%a = %dy, %b = %w) : (tensor<64x128xf32>, tensor<128x64xf32>) -> tensor<64x64xf32> {

@@ -1,39 +1,51 @@
 // --convert-tetra-to-nvvm{chip=sm_90a}: each GEMM tetra.kernel becomes a
 // gpu.module of the plan's launches — each operand rotated and quantized
-// (or rounded to bf16) by one thread per segment along K, then the GEMM:
-// block tiles staged in shared memory, one warp per 32 x 32 of a tile with
-// mma.sync — with what it computes and its plan (tetra.gemm) and each
-// launch's contract (tetra.launch) recorded for the bundle's manifest. A
-// GEMM the target cannot run is an error naming it and the target.
+// (or rounded to bf16) by one thread per segment along K into K-major
+// scratch buffers, then the GEMM: block tiles staged in two swizzled
+// shared-memory buffers, read by wgmma (one warpgroup per 64 x 64 or
+// 64 x 128 of a tile: E2M1 x E2M1 and bf16 x bf16) or mma.sync (one warp
+// per 32 x 32: FP8, NVFP4, tiles of 32) — with what it computes and its
+// plan (tetra.gemm) and each launch's contract (tetra.launch) recorded for
+// the bundle's manifest. A GEMM the target cannot run is an error naming
+// it and the target.
 // RUN: tetra-opt %s --split-input-file --convert-tetra-to-nvvm --verify-diagnostics | FileCheck %s
 
 // Fprop Y = X·Wᵀ, MXFP8 E4M3 with the rceil rule: no rotation, each row's
 // K = 64 in segments of 32, one per thread. The GEMM: the whole 64 x 32
-// result is one block tile (grid 1 x 1) of two warps; K = 64 is one staged
-// step (64 + 16 bytes per staged row: (64 + 32) x 80 tile bytes and 2 x 96
-// scale bytes = 7872), loaded into registers, stored to shared memory,
-// then read by the MMAs between two barriers. The host function is gone:
+// result is one block tile (grid 1 x 1) of two warps with mma.sync (FP8
+// codes: Hopper's FP8 wgmma sums them too coarsely); K = 64 is one staged
+// step of 64-byte swizzled rows ((64 + 32) x 64 tile bytes and 2 x 96
+// scale bytes, rounded up to 1024: two buffers of 7168 bytes), 16 bytes
+// per load and per store. The step's barrier ANDs whether every scale code
+// is moderate (2^±45), for a uniform fast path. The host function is gone:
 // the output holds the GPU modules alone.
 // CHECK-LABEL: gpu.module @wq_fprop
 // CHECK-SAME: gemm = "layers.0.attn.wq.fprop"
-// CHECK-SAME: lhs = {axis = 1 : i64, block = 32 : i64, format = "e4m3", input = 0 : i64, kind = "mx", rotation = {kind = "none"}, rounding = "nearest_even", rule = "rceil"
+// CHECK-SAME: lhs = {axis = 1 : i64, block = 32 : i64, format = "e4m3", input = 0 : i64, kind = "mx", rotation = {kind = "none"}, rounding = "nearest_even", rule = "rceil", scale = "e8m0", scratch_encoding = "code", scratch_layout = "k_major"
 // CHECK-SAME: m = 64 : i64, n = 32 : i64
-// CHECK-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 80, 80>, staged_bytes = 7872 : i64, step_k = 64 : i64, warp_tile = array<i64: 32, 32>}
+// CHECK-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 64, 64>, staged_bytes = 14336 : i64, step_k = 64 : i64, threads = 64 : i64}
 // CHECK-SAME: transpose_lhs = false, transpose_rhs = true
-// CHECK: gpu.func @wq_fprop__lhs(%{{.*}}: memref<4096xf32>, %{{.*}}: memref<4096xi8>, %{{.*}}: memref<128xi8>, %{{.*}}: i64, %{{.*}}: i64) kernel
+// Its codes go out as i32 words, sixteen codes (16 bytes) a store.
+// CHECK: gpu.func @wq_fprop__lhs(%{{.*}}: memref<4096xf32>, %{{.*}}: memref<1024xi32>, %{{.*}}: memref<128xi8>, %{{.*}}: i64, %{{.*}}: i64) kernel
 // CHECK-SAME: tetra.launch = {arguments = ["input:0", "scratch:lhs.codes", "scratch:lhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>}
+// CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<1024xi32>, vector<4xi32>
 // CHECK: gpu.func @wq_fprop__rhs
 // CHECK-SAME: arguments = ["input:1", "scratch:rhs.codes", "scratch:rhs.scales", "scalar:seed", "scalar:step"]
-// CHECK: gpu.func @wq_fprop__gemm(%{{.*}}: memref<1024xi32>, %{{.*}}: memref<128xi8>, %{{.*}}: memref<512xi32>, %{{.*}}: memref<64xi8>, %{{.*}}: memref<2048xf32>) workgroup(%{{.*}} : memref<7872xi8, #gpu.address_space<workgroup>>)
+// CHECK: gpu.func @wq_fprop__gemm(%{{.*}}: memref<1024xi32>, %{{.*}}: memref<128xi8>, %{{.*}}: memref<512xi32>, %{{.*}}: memref<64xi8>, %{{.*}}: memref<2048xf32>) workgroup(%{{.*}} : memref<14336xi8, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64})
 // CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:lhs.scales", "scratch:rhs.codes", "scratch:rhs.scales", "result:0"], block = array<i64: 64, 1, 1>, grid = array<i64: 1, 1, 1>
-// The step loop: staged, then per chunk of 32 eight MMAs from zero (2 x 4
-// tiles of 16 x 8), the E4M3 intrinsic, each result scaled and added in
-// one fma.
+// Step 0 is staged before the loop (its barrier's flag carried in); each
+// iteration stores step s + 1 into the other buffer, starts the loads of
+// step s + 2, then per chunk of 32 eight MMAs from zero (2 x 4 tiles of
+// 16 x 8), each result scaled and added in one fma, and one barrier.
+// CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<1024xi32>, vector<4xi32>
+// CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<3584xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// CHECK: nvvm.barrier #nvvm.reduction<and> %{{.*}} -> i32
 // CHECK: scf.for
-// CHECK: gpu.barrier
+// CHECK: vector.store
+// CHECK: vector.load
 // CHECK-COUNT-8: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %cst{{.*}}, %cst{{.*}}, %cst{{.*}}, %cst{{.*}})
 // CHECK: math.fma
-// CHECK: gpu.barrier
+// CHECK: nvvm.barrier #nvvm.reduction<and>
 // CHECK-NOT: func.func
 #q8 = #tetra.quant<mxfp8_e4m3 rule rceil>
 func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf32> {
@@ -52,22 +64,20 @@ func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 // MXFP4 with stochastic rounding under a random Hadamard of 64 with
 // per-step signs: each thread rotates a segment of 64 tokens in a local
 // buffer (the signs from the step), then quantizes its two blocks of 32,
-// drawing its rounding bits from the seed and step arguments. The E2M1
-// codes reach the MMA as E4M3 bytes, so the intrinsic is the E4M3 one; no
-// E2M1 conversion instruction exists on sm_90a and none is emitted.
+// drawing its rounding bits from the seed and step arguments. Both
+// operands are token-major (K is their slow dimension), yet their scratch
+// codes are K-major — [32][128] and [64][128] — and hold each E2M1 code as
+// the E4M3 byte of its value (sm_90a's FP8 instructions read them as they
+// are; no E2M1 conversion instruction exists on sm_90a and none is
+// emitted). The 32-row tile is mma.sync's.
 // CHECK-LABEL: gpu.module @wq_wgrad
-// CHECK-SAME: lhs = {axis = 0 : i64, block = 32 : i64, format = "e2m1", input = 0 : i64, kind = "mx", rotation = {block = 64 : i64, kind = "random_hadamard", schedule = "per_step", seed = 5 : i64}, rounding = "stochastic"
+// CHECK-SAME: lhs = {axis = 0 : i64, block = 32 : i64, format = "e2m1", input = 0 : i64, kind = "mx", rotation = {block = 64 : i64, kind = "random_hadamard", schedule = "per_step", seed = 5 : i64}, rounding = "stochastic", rule = "floor", scale = "e8m0", scratch_encoding = "e4m3", scratch_layout = "k_major"
 // CHECK-SAME: transpose_lhs = true, transpose_rhs = false
 // CHECK: gpu.func @wq_wgrad__lhs
 // CHECK-SAME: grid = array<i64: 1, 1, 1>
 // CHECK: memref.alloca() : memref<64xf32, #gpu.address_space<private>>
-// Both operands are token-major (K is their slow dimension): each thread
-// loads four words of consecutive K, widens their E2M1 codes to E4M3 bytes
-// four at a time, transposes the 4 x 4 bytes in registers and stores four
-// words of K-major rows (the scale bytes are stored one by one).
 // CHECK: gpu.func @wq_wgrad__gemm
 // CHECK-SAME: grid = array<i64: 1, 1, 1>
-// CHECK-COUNT-4: memref.store %{{.*}}, %{{.*}} : memref<3552xi32, #gpu.address_space<workgroup>>
 // CHECK: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"
 // CHECK-NOT: e2m1
 #q4 = #tetra.quant<mxfp4 round stochastic>
@@ -138,12 +148,13 @@ func.func @nvfp4(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 
 // BF16 (lm_head under the study's policies): each operand rounded to bf16
 // (nearest even) into 2-byte scratch codes, no scales; the GEMM stages
-// 2-byte elements and accumulates all of K in mma.sync.m16n8k16.bf16 (the
-// contract's G = K: one chunk).
+// 2-byte elements and, on a 32-wide tile, accumulates all of K in
+// mma.sync.m16n8k16.bf16 (the contract's G = K: one chunk).
 // CHECK-LABEL: gpu.module @lm_head_fprop
-// CHECK-SAME: chunk = 64 : i64, instruction = "mma.sync.m16n8k16.bf16"
+// CHECK-SAME: chunk = 64 : i64, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k16.bf16"
 // CHECK-SAME: scratch = {lhs.codes = 8192 : i64, rhs.codes = 4096 : i64}
-// CHECK: gpu.func @lm_head_fprop__lhs(%{{.*}}: memref<4096xf32>, %{{.*}}: memref<4096xi16>, %{{.*}}: i64, %{{.*}}: i64)
+// CHECK: gpu.func @lm_head_fprop__lhs(%{{.*}}: memref<4096xf32>, %{{.*}}: memref<2048xi32>, %{{.*}}: i64, %{{.*}}: i64)
+// CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<2048xi32>, vector<4xi32>
 // CHECK: gpu.func @lm_head_fprop__gemm
 // CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:rhs.codes", "result:0"]
 // CHECK: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k16.row.col.bf16"
@@ -159,6 +170,70 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
     tetra.yield %c : tensor<64x32xf32>
   }
   return %y : tensor<64x32xf32>
+}
+
+// -----
+
+// MXFP4 Fprop on a 128 x 128 tile: two warpgroups, each 64 x 128 with
+// wgmma.m64n128k32 (E2M1 codes as E4M3 bytes: every product and every sum
+// of 32 exact) reading A and B through shared-memory descriptors of the
+// staged buffer (64-byte swizzle: steps of 64, two buffers of 17408 bytes
+// within 48 KB). Staged stores are fenced for the async proxy before the
+// barrier; each K slice of 32 is one wgmma from zero, waited for, its 64
+// results per thread pinned after the wait and scaled in fp32 — on the
+// uniform flag's fast path one integer add and one fma each.
+// CHECK-LABEL: gpu.module @up_fprop
+// CHECK-SAME: plan = {block_tile = array<i64: 128, 128>, chunk = 32 : i64, group_tile = array<i64: 64, 128>, instruction = "wgmma.m64n128k32.f32.e4m3.e4m3", pitch = array<i64: 64, 64>, staged_bytes = 34816 : i64, step_k = 64 : i64, threads = 256 : i64}
+// CHECK: gpu.func @up_fprop__gemm
+// CHECK-SAME: block = array<i64: 256, 1, 1>, grid = array<i64: 1, 1, 1>
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: nvvm.barrier #nvvm.reduction<and>
+// CHECK: scf.for
+// CHECK: nvvm.fence.proxy
+// CHECK: memref.extract_aligned_pointer_as_index
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: nvvm.wgmma.mma_async %{{.*}}, %{{.*}}, %{{.*}}, <m = 64, n = 128, k = 32>, D[<f32>, <zero>], A[<e4m3>, <one>, <row>], B[<e4m3>, <one>, <col>]
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-COUNT-64: llvm.inline_asm has_side_effects "", "=f,0"
+// CHECK: scf.if
+// CHECK-COUNT-64: math.fma
+// CHECK: nvvm.wgmma.mma_async
+// CHECK: nvvm.barrier #nvvm.reduction<and>
+#q4w = #tetra.quant<mxfp4>
+func.func @wgmma(%x: tensor<128x128xf32>, %w: tensor<128x128xf32>) -> tensor<128x128xf32> {
+  %y = tetra.kernel "up_fprop" (%a = %x, %b = %w) : (tensor<128x128xf32>, tensor<128x128xf32>) -> tensor<128x128xf32> {
+    %ac, %as = tetra.quantize %a as #q4w along 1 : tensor<128x128xf32> -> tensor<128x128xf4E2M1FN>, tensor<128x4xf8E8M0FNU>
+    %bc, %bs = tetra.quantize %b as #q4w along 1 : tensor<128x128xf32> -> tensor<128x128xf4E2M1FN>, tensor<128x4xf8E8M0FNU>
+    %c = tetra.scaled_matmul (%ac scales %as as #q4w), (%bc scales %bs as #q4w) transpose_rhs role fprop : (tensor<128x128xf4E2M1FN>, tensor<128x4xf8E8M0FNU>, tensor<128x128xf4E2M1FN>, tensor<128x4xf8E8M0FNU>) -> tensor<128x128xf32>
+    tetra.yield %c : tensor<128x128xf32>
+  }
+  return %y : tensor<128x128xf32>
+}
+
+// -----
+
+// BF16 on a 64 x 64 tile: one warpgroup, wgmma.m64n64k16 accumulating all
+// of K (the contract's G = K) in the tensor cores' fp32: one fence, the
+// step's four K slices of 16, one commit and one wait.
+// CHECK-LABEL: gpu.module @head_fprop
+// CHECK-SAME: group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16"
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NOT: math.fma
+#bfw = #tetra.quant<bf16>
+func.func @bf16_wgmma(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %y = tetra.kernel "head_fprop" (%a = %x, %b = %w) : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32> {
+    %at = arith.truncf %a : tensor<64x64xf32> to tensor<64x64xbf16>
+    %ae = arith.extf %at : tensor<64x64xbf16> to tensor<64x64xf32>
+    %bt = arith.truncf %b : tensor<64x64xf32> to tensor<64x64xbf16>
+    %be = arith.extf %bt : tensor<64x64xbf16> to tensor<64x64xf32>
+    %c = tetra.scaled_matmul (%ae as #bfw), (%be as #bfw) transpose_rhs role fprop : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    tetra.yield %c : tensor<64x64xf32>
+  }
+  return %y : tensor<64x64xf32>
 }
 
 // -----

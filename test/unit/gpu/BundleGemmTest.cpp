@@ -55,6 +55,7 @@ struct Operand {
   numerics::BlockFormat format;
   numerics::Rotation rotation;
   uint32_t tensorId = 0;
+  std::string encoding; ///< How the scratch holds codes: "code" or "e4m3".
 
   static Operand parse(const io::JsonValue &json) {
     Operand operand;
@@ -75,6 +76,8 @@ struct Operand {
     operand.format.rounding =
         *numerics::parseRounding(json.get("rounding").asString());
     operand.tensorId = static_cast<uint32_t>(json.get("tensor_id").asInt64());
+    EXPECT_EQ(json.get("scratch_layout").asString(), "k_major");
+    operand.encoding = json.get("scratch_encoding").asString();
     const io::JsonValue &rotation = json.get("rotation");
     std::string kind = rotation.get("kind").asString();
     if (kind != "none") {
@@ -172,6 +175,23 @@ Reference reference(const Operand &operand, std::vector<float> data,
   result.scales = std::move(quantized.scales);
   result.tensorScale = quantized.tensorScale;
   return result;
+}
+
+/// `bytes` of an operand of `shape` quantized along `axis` (`width` bytes
+/// per element, `block` elements per entry along the axis) as the scratch
+/// buffers hold them: K-major, [the other dimension][K / block].
+std::vector<uint8_t> kMajor(const std::vector<uint8_t> &bytes,
+                            const std::vector<int64_t> &shape, int axis,
+                            int64_t block, int64_t width) {
+  if (axis == 1)
+    return bytes;
+  const int64_t along = shape[0] / block, other = shape[1];
+  std::vector<uint8_t> out(bytes.size());
+  for (int64_t a = 0; a < along; ++a)
+    for (int64_t o = 0; o < other; ++o)
+      std::memcpy(&out[(o * along + a) * width], &bytes[(a * other + o) * width],
+                  width);
+  return out;
 }
 
 struct Outcome {
@@ -290,14 +310,26 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
         std::string scratch = std::string("scratch:") + sides[side];
         std::vector<uint8_t> codes =
             download(scratch + ".codes", expected[side].codes.size());
-        outcome.codesEqual &= codes == expected[side].codes;
-        EXPECT_EQ(codes, expected[side].codes) << name << " " << sides[side] << " codes";
+        std::vector<uint8_t> expectedCodes =
+            kMajor(expected[side].codes, operand.shape, operand.axis, 1,
+                   operand.bf16() ? 2 : 1);
+        // E2M1 codes held as the E4M3 bytes of their values (sm_90a).
+        if (operand.encoding == "e4m3")
+          for (uint8_t &code : expectedCodes)
+            code = numerics::encodeE4M3(numerics::decodeE2M1(code));
+        else
+          EXPECT_EQ(operand.encoding, "code") << name;
+        outcome.codesEqual &= codes == expectedCodes;
+        EXPECT_EQ(codes, expectedCodes) << name << " " << sides[side] << " codes";
         if (operand.bf16())
           continue;
         std::vector<uint8_t> scales =
             download(scratch + ".scales", expected[side].scales.size());
-        outcome.scalesEqual &= scales == expected[side].scales;
-        EXPECT_EQ(scales, expected[side].scales) << name << " " << sides[side] << " scales";
+        std::vector<uint8_t> expectedScales =
+            kMajor(expected[side].scales, operand.shape, operand.axis,
+                   operand.format.scaling.blockSize, 1);
+        outcome.scalesEqual &= scales == expectedScales;
+        EXPECT_EQ(scales, expectedScales) << name << " " << sides[side] << " scales";
         if (operand.kind == "nvfp4") {
           std::vector<uint8_t> tensorScale = download(scratch + ".tensor_scale", 4);
           outcome.scalesEqual &=
