@@ -173,7 +173,7 @@ def ConvertTetraToAMDGPU : Pass<"convert-tetra-to-amdgpu", "mlir::ModuleOp"> {
     same prologue launches (rotation and quantization through the shared
     quantization emitter into K-major scratch; the codes as they are), the
     same block tiles staged in two LDS buffers (rows padded by 16 bytes;
-    steps whose two buffers fit 64 KB), and gfx950's own instructions, one
+    steps whose two buffers fit 160 KB), and gfx950's own instructions, one
     wave of 64 lanes per 32 x 32 of a block's tile:
 
     - MX in steps of 128: four `amdgpu.scaled_mfma 16x16x128`

@@ -246,17 +246,6 @@ static void encodeBlock(QuantizationEmitter &e, int64_t blockSize,
 void QuantizationEmitter::quantizeMXBlock(
     int64_t blockSize, const FormatConstants &element, ScaleRule rule,
     Rounding rounding, function_ref<Value(Value)> load,
-    function_ref<Value(Value)> randomBitsAt,
-    function_ref<void(Value, Value)> storeCode,
-    function_ref<void(Value)> storeScale) {
-  quantizeMXBlock(blockSize, element, rule, rounding, load, randomBitsAt, 1,
-                  [&](Value j, llvm::ArrayRef<Value> codes) { storeCode(j, codes[0]); },
-                  storeScale);
-}
-
-void QuantizationEmitter::quantizeMXBlock(
-    int64_t blockSize, const FormatConstants &element, ScaleRule rule,
-    Rounding rounding, function_ref<Value(Value)> load,
     function_ref<Value(Value)> randomBitsAt, int64_t group,
     StoreCodes storeCodes, function_ref<void(Value)> storeScale) {
   auto [amaxBits, nonFiniteBlock] = blockAmax(*this, blockSize, load);
@@ -268,18 +257,6 @@ void QuantizationEmitter::quantizeMXBlock(
     Value code = encode(load(j), exponent, element, rounding, bits);
     return select(nonFinite, c32(0), code);
   }, storeCodes);
-}
-
-void QuantizationEmitter::quantizeNVFP4Block(
-    int64_t blockSize, const FormatConstants &element, Rounding rounding,
-    Value tensorScale, function_ref<Value(Value)> load,
-    function_ref<Value(Value)> randomBitsAt,
-    function_ref<void(Value, Value)> storeCode,
-    function_ref<void(Value)> storeScale) {
-  quantizeNVFP4Block(
-      blockSize, element, rounding, tensorScale, load, randomBitsAt, 1,
-      [&](Value j, llvm::ArrayRef<Value> codes) { storeCode(j, codes[0]); },
-      storeScale);
 }
 
 void QuantizationEmitter::quantizeNVFP4Block(

@@ -221,17 +221,11 @@ public:
   /// `load(j)` gives element j (f32; called twice per element), amax is
   /// taken over the finite ones; `storeScale` gets the scale code (the
   /// shared exponent + 127, or 0xFF for a block holding a NaN or an Inf)
-  /// and `storeCode(j, code)` each element's code (0 in such a block).
+  /// and `storeCodes(j, codes)` the codes of elements j .. j + group - 1
+  /// (0 in such a block), `group` (dividing the block) at a time: 1 for
+  /// one loop over the elements, more for wider stores.
   /// `randomBitsAt(j)` gives element j's stochastic-rounding bits (only
   /// called when `rounding` is stochastic).
-  void quantizeMXBlock(int64_t blockSize, const FormatConstants &element,
-                       ScaleRule rule, Rounding rounding,
-                       function_ref<Value(Value)> load,
-                       function_ref<Value(Value)> randomBitsAt,
-                       function_ref<void(Value, Value)> storeCode,
-                       function_ref<void(Value)> storeScale);
-  /// The same, the codes handed over `group` at a time (`group` divides
-  /// the block): `storeCodes(j, codes)` with elements j .. j + group - 1's.
   using StoreCodes = function_ref<void(Value, llvm::ArrayRef<Value>)>;
   void quantizeMXBlock(int64_t blockSize, const FormatConstants &element,
                        ScaleRule rule, Rounding rounding,
@@ -242,12 +236,6 @@ public:
 
   /// The same for NVFP4 (an E4M3 block scale under the f32 `tensorScale`),
   /// in numerics' order of fp32 operations.
-  void quantizeNVFP4Block(int64_t blockSize, const FormatConstants &element,
-                          Rounding rounding, Value tensorScale,
-                          function_ref<Value(Value)> load,
-                          function_ref<Value(Value)> randomBitsAt,
-                          function_ref<void(Value, Value)> storeCode,
-                          function_ref<void(Value)> storeScale);
   void quantizeNVFP4Block(int64_t blockSize, const FormatConstants &element,
                           Rounding rounding, Value tensorScale,
                           function_ref<Value(Value)> load,

@@ -104,7 +104,9 @@ private:
   }
   /// E2M1 codes staged two per byte: the scaled MFMA reads them so.
   bool packsE2M1() const override { return true; }
-  int64_t sharedLimit() const override { return 64 * 1024; } // LDS a workgroup allocates statically
+  /// gfx950 (CDNA4) has 160 KB of LDS per CU, all of it addressable by one
+  /// workgroup.
+  int64_t sharedLimit() const override { return 160 * 1024; }
   /// A lane's 32 codes of one MX block (K elements kk .. kk + 31 of a
   /// staged row) as the MFMA's operand vector: FP8 codes as they are, E2M1
   /// as nibbles (staged so, or packed here), the lowest element in the

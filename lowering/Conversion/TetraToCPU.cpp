@@ -353,19 +353,19 @@ LogicalResult KernelLowering::lowerQuantize(QuantizeOp op) {
             e.mulIndex(e.addIndex(e.mulIndex(o, blocks), block), inner), i);
         auto load = [&](Value j) { return loadF32(input, indexOf(j)); };
         auto bitsAt = [&](Value j) { return randomBitsAt(indexOf(j)); };
-        auto storeElement = [&](Value j, Value code) {
-          storeCode(codes, indexOf(j), code);
+        auto storeElement = [&](Value j, ArrayRef<Value> code) {
+          storeCode(codes, indexOf(j), code[0]);
         };
         auto storeScale = [&](Value code) {
           storeCode(scales, scaleIndex, code);
         };
         if (nvfp4)
           e.quantizeNVFP4Block(blockSize, element, rounding, tensorScale, load,
-                               bitsAt, storeElement, storeScale);
+                               bitsAt, /*group=*/1, storeElement, storeScale);
         else
           e.quantizeMXBlock(blockSize, element,
                             quant.getBlockScale().getRule(), rounding, load,
-                            bitsAt, storeElement, storeScale);
+                            bitsAt, /*group=*/1, storeElement, storeScale);
       });
     });
   });
