@@ -15,21 +15,25 @@
 //     rotated tensor's amax (a clear launch and an atomic-max launch);
 //   - the GEMM launch's tiling and memory movement (GemmTiling): a block
 //     (workgroup) per blockM x blockN tile of the result, one warp (wave)
-//     per 32 x 32 of it; K in steps of stepK staged in shared memory (LDS):
+//     per 32 x 32 of it or the chip's issuing group (groupTile: sm_90a's
+//     wgmma warpgroups); K in steps of stepK staged in shared memory (LDS):
 //     each step's codes and scales are loaded from global memory into
 //     registers two steps ahead, 16 bytes per load and per store, into
 //     K-major rows of one of two staged buffers (padded, or swizzled as
 //     sm_90a's wgmma reads them: StagedLayout): while the matrix
 //     instructions read step s from one buffer, step s + 1 is stored into
 //     the other and the loads of step s + 2 are in flight — one barrier a
-//     step;
+//     step (stepBarrier: where the chip's can, it also ANDs whether every
+//     scale code of the step is moderate, StagedStep::moderateScales);
 //   - the accumulation: K in chunks of G (the smaller scale block, or all
 //     of K for BF16 x BF16); each chunk's sum is exact when both operands
 //     are block-scaled (started from zero, scaled in fp32).
 //
 // A target adds only its innermost matrix instruction (accumulateStep), the
-// encoding of codes in the scratch buffers (scratchCode) and its fragment
-// layout (storeAccumulators).
+// encoding of codes in the scratch buffers (scratchCode), its staged layout
+// and shared-memory limit, its issuing groups (blockThreads, groupTile), the
+// fence and barrier around the staged stores, and its fragment layout
+// (storeAccumulators).
 //
 //===----------------------------------------------------------------------===//
 
