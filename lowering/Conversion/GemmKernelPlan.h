@@ -106,10 +106,6 @@ struct GemmTiling {
   /// the bytes per K-major row of its staged tile (with its padding).
   bool packed[2] = {false, false};
   int64_t pitch[2] = {0, 0};
-  /// The bytes of a row's codes: a step's K elements.
-  int64_t rowBytes(int side) const {
-    return pitch[side] - (layout == StagedLayout::Padded ? 16 : 0);
-  }
   int64_t warps() const { return (blockM / warpM) * (blockN / warpN); }
 };
 
@@ -139,7 +135,9 @@ protected:
   struct StagedStep {
     mlir::Value words;      ///< The staged tiles as memref<? x i32, workgroup>.
     mlir::Value bytes;      ///< The same as memref<? x i8, workgroup>.
-    mlir::Value warpRow;    ///< The warp's tile in the block's tile (index).
+    /// The warp's 32 x 32 in the block's tile (index); a chip with its own
+    /// issuing groups (groupTile) places its warps itself.
+    mlir::Value warpRow;
     mlir::Value warpCol;
     mlir::Value lane;       ///< The thread's lane in its warp (index).
     mlir::Value thread;     ///< The thread in the block (index).

@@ -68,15 +68,15 @@ using namespace tetra::conversion;
 namespace {
 
 /// sm_90a's matrix instructions on the plan's staged tiles (swizzled, as
-/// wgmma's shared-memory descriptors name them). MX x MX and bf16 x bf16
-/// on tiles of 64 x 64 multiples: each warpgroup (four warps) one 64 x 64
-/// of the block's tile with wgmma, its A and B read by the tensor cores
-/// from the staged tiles; elsewhere (NVFP4, tiles of 32) each warp one
-/// 32 x 32 with mma.sync, as 2 x 4 tiles of 16 x 8. Either way a thread
-/// holds four results of each of its tilesM() x tilesN() tiles of 16 x 8
-/// (rows g, g + 8 and columns 2t, 2t + 1 of the tile, for lane 4g + t) —
-/// wgmma's fragment of m64n64 is warp w's rows 16w .. 16w + 15 as 1 x 8
-/// such tiles.
+/// wgmma's shared-memory descriptors name them). MXFP4 x MXFP4 and bf16 x
+/// bf16 on tiles of 64 x 64 multiples: each warpgroup (four warps) one
+/// 64 x groupN() of the block's tile with wgmma, its A and B read by the
+/// tensor cores from the staged tiles; elsewhere (FP8 codes, NVFP4, tiles
+/// of 32) each warp one 32 x 32 with mma.sync, as 2 x 4 tiles of 16 x 8.
+/// Either way a thread holds four results of each of its tilesM() x
+/// tilesN() tiles of 16 x 8 (rows g, g + 8 and columns 2t, 2t + 1 of the
+/// tile, for lane 4g + t) — wgmma's fragment of m64nN is warp w's rows
+/// 16w .. 16w + 15 as 1 x N/8 such tiles.
 class NVVMGemmLowering : public GemmKernelLowering {
 public:
   NVVMGemmLowering(KernelOp kernel, StringRef chip, int64_t blockTile)
@@ -110,7 +110,7 @@ private:
   }
   int64_t blockThreads() const override {
     if (!wgmma())
-      return tiling.warps() * lanes;
+      return GemmKernelLowering::blockThreads();
     return (tiling.blockM / 64) * (tiling.blockN / groupN()) * 128;
   }
   Value stepBarrier(QuantizationEmitter &e, Value predicate) override {
@@ -220,7 +220,7 @@ private:
                                ArrayRef<Value> colCode);
   /// The first row and column of the thread's warp's results inside the
   /// block's tile: the warp's 32 x 32 (mma.sync), or its 16 rows of its
-  /// warpgroup's 64 x 64 (wgmma).
+  /// warpgroup's 64 x groupN() (wgmma).
   std::pair<Value, Value> warpOrigin(QuantizationEmitter &e,
                                      const StagedStep &step) {
     if (!wgmma())
@@ -230,7 +230,7 @@ private:
                                         e.cIndex(4));
     return {e.addIndex(wgRow, e.mulIndex(warp, e.cIndex(16))), wgCol};
   }
-  /// The thread's warpgroup's 64 x 64 inside the block's tile.
+  /// The thread's warpgroup's 64 x groupN() inside the block's tile.
   std::pair<Value, Value> warpgroupOrigin(QuantizationEmitter &e,
                                           const StagedStep &step) {
     const int64_t across = tiling.blockN / groupN();
@@ -395,9 +395,10 @@ NVVMGemmLowering::accumulateWgmma(QuantizationEmitter &e,
   }
   // MX x MX: each 32 of K (one scale block) summed from zero by one wgmma
   // (every E2M1 product and their sum exact), then scaled in fp32
-  // (addScaled). The next slice's wgmma waits for that: with two slices'
-  // results live at once the 16-warp block spills (128 registers), and the
-  // block's other warpgroups keep the tensor cores busy meanwhile.
+  // (addScaled). The next slice's wgmma waits for that: two slices'
+  // results live at once spilled at 64 x 64 a warpgroup (128 registers
+  // for 16 warps), and at 64 x 128 one slice's already takes the thread to
+  // 255; the block's other warpgroup keeps the tensor cores busy meanwhile.
   // (The accumulator input of a wgmma that starts from zero is not read.)
   Value unread = LLVM::UndefOp::create(e.b, fragment);
   SmallVector<Value> acc(accumulators);
