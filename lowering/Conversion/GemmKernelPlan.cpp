@@ -147,7 +147,7 @@ void GemmKernelLowering::chooseTiling() {
               (rowBytes >= 32 && rowBytes <= 128)) &&
              "swizzled rows are 32, 64 or 128 bytes");
     }
-    if (2 * stageBytes() <= sharedLimit())
+    if (sharedBytes() <= sharedLimit())
       break;
   }
   t.threads = blockThreads();
@@ -297,6 +297,7 @@ DictionaryAttr GemmKernelLowering::describe(Builder &b) {
       b.getNamedAttr("pitch", b.getDenseI64ArrayAttr(
                                   {tiling.pitch[0], tiling.pitch[1]})),
       b.getNamedAttr("instruction", b.getStringAttr(instruction())),
+      b.getNamedAttr("folds_scales", b.getBoolAttr(foldsScales())),
   });
   return b.getDictionaryAttr({
       b.getNamedAttr("gemm", b.getStringAttr(gemmName(kernel))),
@@ -806,6 +807,11 @@ struct OperandStaging {
   /// The byte offset of K-element kk of row r in the staged buffer that
   /// starts at byte `stageAt`: (stageAt, r, kk).
   std::function<Value(Value, Value, Value)> stagedByte;
+  /// Folded steps (GemmKernelLowering::foldsScales): the chip's fold of 16
+  /// staged bytes by a scale offset, and the reference code (i32) of each
+  /// of the thread's vectors' rows.
+  std::function<Value(Value, Value)> fold;
+  SmallVector<Value> refs;
 
   int64_t elementsPerVector() const { return 16 / operand->elementBytes(); }
   int64_t vectorsPerRow() const { return stepK / elementsPerVector(); }
@@ -847,8 +853,10 @@ struct OperandStaging {
   }
 
   /// The thread's vectors (vector<4 x i32>) and scale codes of step `step`
-  /// (index), in flight.
-  SmallVector<Value> load(QuantizationEmitter &e, Value thread, Value step) {
+  /// (index), in flight: the codes it stages, or (folded) those of each of
+  /// its vectors' blocks.
+  SmallVector<Value> load(QuantizationEmitter &e, Value thread, Value step,
+                          bool folded) {
     SmallVector<Value> values;
     const int64_t perWord = 4 / operand->elementBytes();
     Value k0 = e.mulIndex(step, e.cIndex(stepK));
@@ -860,6 +868,19 @@ struct OperandStaging {
           e.b, VectorType::get({4}, e.i32()), codes,
           ValueRange{e.divIndex(element, perWord)}, /*nontemporal=*/false,
           e.b.getI64IntegerAttr(16)));
+      if (folded)
+        values.push_back(memref::LoadOp::create(
+            e.b, scales,
+            ValueRange{e.divIndex(element, operand->block())}));
+    }
+    if (folded) {
+      // Each vector's code after its vector.
+      SmallVector<Value> ordered;
+      for (int64_t q = 0; q < vectorsPerThread(); ++q)
+        ordered.push_back(values[2 * q]);
+      for (int64_t q = 0; q < vectorsPerThread(); ++q)
+        ordered.push_back(values[2 * q + 1]);
+      return ordered;
     }
     if (operand->scaled()) {
       const int64_t block = operand->block(), perStep = stepK / block;
@@ -883,11 +904,15 @@ struct OperandStaging {
   /// returns whether the thread's E8M0 scale codes are all moderate (in
   /// [127 - 45, 127 + 45]: StagedStep::moderateScales).
   Value store(QuantizationEmitter &e, Value thread, ValueRange values,
-              Value stageAt, Value words, Value bytes) {
+              Value stageAt, Value words, Value bytes, bool folded) {
     for (int64_t q = 0; q < vectorsPerThread(); ++q)
       inside(e, thread, q, vectorsPerStep(), [&] {
         auto [r, kk] = vectorAt(e, thread, q);
         Value vector = values[q];
+        if (folded)
+          vector = fold(vector,
+                        e.sub(e.zext(values[vectorsPerThread() + q], e.i32()),
+                              refs[q]));
         if (packed) {
           // Each word's four E2M1 codes (a byte each) as four nibbles.
           SmallVector<Value> halves;
@@ -911,6 +936,8 @@ struct OperandStaging {
                                 e.b.getI64IntegerAttr(packed ? 8 : 16));
       });
     Value moderate = arith::ConstantIntOp::create(e.b, 1, 1);
+    if (folded)
+      return moderate;
     if (operand->kind == OperandKind::MX)
       for (int64_t q = 0; q < scalesPerThread(); ++q) {
         Value offset =
@@ -964,7 +991,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     return MemRefType::get({count}, element, MemRefLayoutAttrInterface{},
                            workgroup);
   };
-  const int64_t staged = 2 * stageBytes();
+  const int64_t staged = sharedBytes();
   Value sharedBytes =
       func.addWorkgroupAttribution(sharedType(staged, i8), matmul.getLoc());
   // On a 1024-byte boundary: the swizzled layout's pattern is the address's.
@@ -994,6 +1021,9 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     s.stagedByte = [this, &e, side](Value stageAt, Value r, Value kk) {
       return stagedByte(e, stageAt, side, r, kk);
     };
+    s.fold = [this, &e](Value vector, Value offset) {
+      return foldStagedCodes(e, vector, offset);
+    };
     s.stepK = tiling.stepK;
     s.k = k;
     s.threads = threads;
@@ -1021,6 +1051,77 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
   step.lhsTensorScale = tensorScales[0];
   step.rhsTensorScale = tensorScales[1];
 
+  // The tile's reference codes (foldsScales): row r of the lhs tile at
+  // word refsAt + r, column c of the rhs tile at refsAt + blockM + c; and
+  // whether the tile folds (the same in every thread).
+  const int64_t refsAt = 2 * stageBytes() / 4;
+  Value foldable;
+  if (foldsScales()) {
+    Value ok = arith::ConstantIntOp::create(b, 1, 1);
+    for (int side = 0; side < 2; ++side) {
+      OperandStaging &s = staging[side];
+      const int64_t perRow = k / s.operand->block();
+      for (int64_t q = 0; q * threads < s.rows; ++q) {
+        Value r = e.addIndex(thread, e.cIndex(q * threads));
+        auto guard = scf::IfOp::create(
+            b, TypeRange{b.getI1Type()},
+            e.cmp(CmpIPredicate::ult, r, e.cIndex(s.rows)),
+            /*withElseRegion=*/true);
+        Block *after = b.getInsertionBlock();
+        auto afterPoint = b.getInsertionPoint();
+        b.setInsertionPointToStart(&guard.getThenRegion().front());
+        Value first = e.mulIndex(e.addIndex(s.origin, r), e.cIndex(perRow));
+        // The row's largest and smallest code, 16 at a time where the
+        // rows allow.
+        const int64_t width = perRow % 16 == 0 ? 16 : 1;
+        SmallVector<Value> range = e.loop(
+            e.cIndex(0), e.cIndex(perRow / width),
+            {e.c32(0), e.c32(255)},
+            [&](Value v, ValueRange extremes) -> SmallVector<Value> {
+              Value at = e.addIndex(first, e.mulIndex(v, e.cIndex(width)));
+              Value largest, smallest;
+              if (width == 1) {
+                largest = smallest = e.zext(
+                    memref::LoadOp::create(b, s.scales, ValueRange{at}), i32);
+              } else {
+                Value codes = vector::LoadOp::create(
+                    b, VectorType::get({width}, i8), s.scales, ValueRange{at},
+                    /*nontemporal=*/false, b.getI64IntegerAttr(16));
+                largest = e.zext(vector::ReductionOp::create(
+                                     b, vector::CombiningKind::MAXUI, codes),
+                                 i32);
+                smallest = e.zext(vector::ReductionOp::create(
+                                      b, vector::CombiningKind::MINUI, codes),
+                                  i32);
+              }
+              return {arith::MaxUIOp::create(b, extremes[0], largest),
+                      arith::MinUIOp::create(b, extremes[1], smallest)};
+            });
+        Value ref = e.sub(range[0], e.c32(6));
+        Value exponent = e.sub(ref, e.c32(127));
+        Value rowOk = arith::AndIOp::create(
+            b,
+            arith::AndIOp::create(
+                b, e.cmp(CmpIPredicate::sle, e.sub(range[0], range[1]), e.c32(11)),
+                e.cmp(CmpIPredicate::ne, range[0], e.c32(0xFF))),
+            arith::AndIOp::create(
+                b, e.cmp(CmpIPredicate::sge, exponent, e.c32(-45)),
+                e.cmp(CmpIPredicate::sle, exponent, e.c32(45))));
+        memref::StoreOp::create(
+            b, ref, step.words,
+            ValueRange{e.addIndex(
+                e.cIndex(refsAt + (side == 0 ? 0 : tiling.blockM)), r)});
+        scf::YieldOp::create(b, rowOk);
+        b.setInsertionPointToStart(&guard.getElseRegion().front());
+        scf::YieldOp::create(b, ValueRange{arith::ConstantIntOp::create(b, 1, 1)});
+        b.setInsertionPoint(after, afterPoint);
+        ok = arith::AndIOp::create(b, ok, guard.getResult(0));
+      }
+    }
+    foldable = stepBarrier(e, ok);
+    assert(foldable && "folding needs a barrier that ANDs");
+  }
+
   // Step s computes on buffer s % 2 while its threads store step s + 1
   // (loaded during step s - 1) into the other buffer and load step s + 2
   // (the last steps reload the last: no branch); one barrier a step — the
@@ -1034,61 +1135,104 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     return arith::MinUIOp::create(b, e.addIndex(s, e.cIndex(ahead)),
                                   e.cIndex(steps - 1));
   };
-  // Where each operand's share starts among a step's loaded values.
-  SmallVector<size_t> loadedAt;
-  auto loadStep = [&](Value s) {
-    SmallVector<Value> values;
-    loadedAt.clear();
-    for (OperandStaging &operand : staging) {
+  // The K loop, folded or not: the thread's accumulators.
+  auto accumulateK = [&](bool folded) {
+    if (folded)
+      for (int side = 0; side < 2; ++side) {
+        OperandStaging &s = staging[side];
+        s.refs.clear();
+        for (int64_t q = 0; q < s.vectorsPerThread(); ++q)
+          s.refs.push_back(memref::LoadOp::create(
+              b, step.words,
+              ValueRange{e.addIndex(
+                  e.cIndex(refsAt + (side == 0 ? 0 : tiling.blockM)),
+                  s.vectorAt(e, thread, q).first)}));
+      }
+    // Where each operand's share starts among a step's loaded values.
+    SmallVector<size_t> loadedAt;
+    auto loadStep = [&](Value s) {
+      SmallVector<Value> values;
+      loadedAt.clear();
+      for (OperandStaging &operand : staging) {
+        loadedAt.push_back(values.size());
+        llvm::append_range(values, operand.load(e, thread, s, folded));
+      }
       loadedAt.push_back(values.size());
-      llvm::append_range(values, operand.load(e, thread, s));
+      return values;
+    };
+    // A step's stores, the fence the chip needs, and the barrier after
+    // them: the barrier's moderate-scales flag, or null.
+    auto storeStep = [&](ValueRange values, Value stageAt) {
+      Value moderate = arith::ConstantIntOp::create(b, 1, 1);
+      for (int side = 0; side < 2; ++side)
+        moderate = arith::AndIOp::create(
+            b, moderate,
+            staging[side].store(e, thread,
+                                values.slice(loadedAt[side],
+                                             loadedAt[side + 1] - loadedAt[side]),
+                                stageAt, step.words, step.bytes, folded));
+      fenceStagedStores(e);
+      return moderate;
+    };
+    Value flag = stepBarrier(e, storeStep(loadStep(e.cIndex(0)), e.cIndex(0)));
+    SmallVector<Value> carried = initialAccumulators(e);
+    const size_t accumulatorCount = carried.size();
+    const size_t flagCount = flag ? 1 : 0;
+    if (flag)
+      carried.push_back(flag);
+    llvm::append_range(carried, loadStep(lastOr(e.cIndex(0), 1)));
+    SmallVector<Value> results = e.loop(
+        e.cIndex(0), e.cIndex(steps), carried,
+        [&](Value s, ValueRange values) -> SmallVector<Value> {
+          Value moderate =
+              storeStep(values.drop_front(accumulatorCount + flagCount),
+                        stageOf(e.addIndex(s, e.cIndex(1))));
+          SmallVector<Value> prefetched = loadStep(lastOr(s, 2));
+          step.stageAt = stageOf(s);
+          step.moderateScales = flag ? values[accumulatorCount] : nullptr;
+          step.folded = folded;
+          SmallVector<Value> next = accumulateStep(
+              e, step, values.take_front(accumulatorCount));
+          if (Value nextFlag = stepBarrier(e, moderate))
+            next.push_back(nextFlag);
+          llvm::append_range(next, prefetched);
+          return next;
+        });
+    results.resize(accumulatorCount);
+    return results;
+  };
+  SmallVector<Value> results;
+  if (foldable) {
+    SmallVector<Type> types(initialAccumulators(e).size(), f32);
+    auto branch = scf::IfOp::create(b, types, foldable, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard insertion(b);
+      b.setInsertionPointToStart(&branch.getThenRegion().front());
+      scf::YieldOp::create(b, accumulateK(true));
+      b.setInsertionPointToStart(&branch.getElseRegion().front());
+      scf::YieldOp::create(b, accumulateK(false));
     }
-    loadedAt.push_back(values.size());
-    return values;
-  };
-  // A step's stores, the fence the chip needs, and the barrier after them:
-  // the barrier's moderate-scales flag, or null.
-  auto storeStep = [&](ValueRange values, Value stageAt) {
-    Value moderate = arith::ConstantIntOp::create(b, 1, 1);
-    for (int side = 0; side < 2; ++side)
-      moderate = arith::AndIOp::create(
-          b, moderate,
-          staging[side].store(
-              e, thread,
-              values.slice(loadedAt[side], loadedAt[side + 1] - loadedAt[side]),
-              stageAt, step.words, step.bytes));
-    fenceStagedStores(e);
-    return moderate;
-  };
-  Value flag = stepBarrier(e, storeStep(loadStep(e.cIndex(0)), e.cIndex(0)));
-  SmallVector<Value> carried = initialAccumulators(e);
-  const size_t accumulatorCount = carried.size();
-  const size_t flagCount = flag ? 1 : 0;
-  if (flag)
-    carried.push_back(flag);
-  llvm::append_range(carried, loadStep(lastOr(e.cIndex(0), 1)));
-  SmallVector<Value> results = e.loop(
-      e.cIndex(0), e.cIndex(steps), carried,
-      [&](Value s, ValueRange values) -> SmallVector<Value> {
-        Value moderate =
-            storeStep(values.drop_front(accumulatorCount + flagCount),
-                      stageOf(e.addIndex(s, e.cIndex(1))));
-        SmallVector<Value> prefetched = loadStep(lastOr(s, 2));
-        step.stageAt = stageOf(s);
-        step.moderateScales = flag ? values[accumulatorCount] : nullptr;
-        SmallVector<Value> next = accumulateStep(
-            e, step, values.take_front(accumulatorCount));
-        if (Value nextFlag = stepBarrier(e, moderate))
-          next.push_back(nextFlag);
-        llvm::append_range(next, prefetched);
-        return next;
-      });
+    results = SmallVector<Value>(branch.getResults());
+  } else {
+    results = accumulateK(false);
+  }
   // The loop's: not for the stores below.
   step.stageAt = step.moderateScales = nullptr;
+  step.folded = false;
   Value row0 = staging[0].origin, col0 = staging[1].origin;
   storeAccumulators(
-      e, step, ValueRange(results).take_front(accumulatorCount),
-      [&](Value value, Value row, Value col) {
+      e, step, results, [&](Value value, Value row, Value col) {
+        if (foldable) {
+          // Folded sums times 2^(ref(row) + ref(col)): exact.
+          Value refRow = memref::LoadOp::create(
+              b, step.words, ValueRange{e.addIndex(e.cIndex(refsAt), row)});
+          Value refCol = memref::LoadOp::create(
+              b, step.words,
+              ValueRange{e.addIndex(e.cIndex(refsAt + tiling.blockM), col)});
+          Value scale = e.bitcast(
+              e.shl(e.sub(e.add(refRow, refCol), e.c32(127)), e.c32(23)), f32);
+          value = e.select(foldable, e.mulf(value, scale), value);
+        }
         Value at = e.addIndex(e.mulIndex(e.addIndex(row0, row), e.cIndex(n)),
                               e.addIndex(col0, col));
         memref::StoreOp::create(b, value, out, ValueRange{at});

@@ -149,6 +149,10 @@ protected:
     mlir::Value moderateScales;
     /// The fp32 NVFP4 tensor scales (f32; null for other operands).
     mlir::Value lhsTensorScale, rhsTensorScale;
+    /// Whether the step's scales are folded into its staged codes
+    /// (foldsScales(): the accumulators then hold the tile's sums over
+    /// 2^(ref(row) + ref(col)), and no scale codes are staged).
+    bool folded = false;
   };
 
   /// A target's refusal of an operand pair the plan supports, or success.
@@ -178,6 +182,22 @@ protected:
   }
   virtual llvm::StringRef scratchEncoding(const OperandPlan &operand) const {
     return "code";
+  }
+  /// Whether the chip folds the block scales into the staged codes where a
+  /// tile allows it. Each row of the block's lhs tile and each column of
+  /// its rhs tile gets a reference code ref = max - 6 over the E8M0 codes
+  /// of all of K; the tile folds when every code is within [ref - 5,
+  /// ref + 6], none is NaN and every ref is within 2^±45 of 1 (checked at
+  /// the launch's start, one barrier; else the step-by-step path). Folded,
+  /// each staged 16 bytes of codes of scale block c become, through
+  /// foldStagedCodes(vector, c - ref), the codes of their values times
+  /// 2^(c - ref), exactly; the tensor cores' sums are then the contract's
+  /// scaled sums over 2^(ref(row) + ref(col)), which the last store
+  /// multiplies back (exact: a normal fp32 power of two).
+  virtual bool foldsScales() const { return false; }
+  virtual mlir::Value foldStagedCodes(QuantizationEmitter &e,
+                                      mlir::Value vector, mlir::Value offset) {
+    return vector;
   }
   /// The name of the matrix instruction, for the plan's description.
   virtual std::string instruction() = 0;
@@ -269,6 +289,12 @@ private:
     return rhsScalesAt() + scalesPerStep(rhs, tiling.blockN);
   }
   int64_t stageBytes() const { return (stagedBytes() + 1023) / 1024 * 1024; }
+  /// The launch's shared memory: two staged buffers, then (foldsScales())
+  /// the i32 reference codes of the tile's rows and columns.
+  int64_t sharedBytes() const {
+    return 2 * stageBytes() +
+           (foldsScales() ? 4 * (tiling.blockM + tiling.blockN) : 0);
+  }
   int64_t scalesPerStep(const OperandPlan &operand, int64_t rows) const {
     return operand.scaled() ? rows * (tiling.stepK / operand.block()) : 0;
   }

@@ -150,6 +150,15 @@ private:
   StringRef scratchEncoding(const OperandPlan &operand) const override {
     return isE2M1(operand) ? "e4m3" : "code";
   }
+  /// MX x MX on wgmma folds where the tile allows (foldsScales): its
+  /// codes are staged as E4M3 bytes of E2M1 values (nonzero magnitudes
+  /// 0x30 .. 0x4C), so a fold by d in [-5, 6] adds 8d to each nonzero
+  /// byte: normal E4M3 values from 2^-6 to 384, exact.
+  bool foldsScales() const override {
+    return wgmma() && lhs.kind == OperandKind::MX;
+  }
+  Value foldStagedCodes(QuantizationEmitter &e, Value vector,
+                        Value offset) override;
   std::string instruction() override {
     const bool bf16 = lhs.kind == OperandKind::BF16;
     if (wgmma())
@@ -301,6 +310,23 @@ Value NVVMGemmLowering::scratchCode(QuantizationEmitter &e, Value code,
   return isE2M1(operand) ? widenE2M1(e, code) : code;
 }
 
+Value NVVMGemmLowering::foldStagedCodes(QuantizationEmitter &e, Value vector,
+                                        Value offset) {
+  // A nonzero byte has bit 5 or 6 set: t holds 8 in each, and w + t·d adds
+  // 8d to each (no byte carries or borrows: magnitudes stay in 0x08 ..
+  // 0x7C, the sign bits untouched).
+  SmallVector<Value> words;
+  for (int64_t w = 0; w < 4; ++w) {
+    Value word = vector::ExtractOp::create(e.b, vector, ArrayRef<int64_t>{w});
+    Value nonzero = e.bitAnd(e.bitOr(e.shrui(word, e.c32(2)),
+                                     e.shrui(word, e.c32(3))),
+                             e.c32(0x08080808));
+    words.push_back(e.add(word, e.mul(nonzero, offset)));
+  }
+  return vector::FromElementsOp::create(e.b, VectorType::get({4}, e.i32()),
+                                        words);
+}
+
 SmallVector<Value>
 NVVMGemmLowering::accumulateStep(QuantizationEmitter &e,
                                  const StagedStep &step,
@@ -392,6 +418,33 @@ NVVMGemmLowering::accumulateWgmma(QuantizationEmitter &e,
     NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
     NVVM::WgmmaWaitGroupSyncOp::create(e.b, 0);
     return unpack(d);
+  }
+  if (step.folded) {
+    // Folded (foldsScales): each slice's sums from zero are the contract's
+    // scaled sums over the tile's references, exact; one fp32 add each.
+    // While the tensor cores sum slice s + 1, slice s is added (wait_group
+    // 1), its results pinned after the wait that finished them.
+    SmallVector<Value> acc(accumulators);
+    Value pending[2];
+    auto add = [&](Value d) {
+      SmallVector<Value> sums = unpack(d);
+      for (auto [sum, partial] : llvm::zip(acc, sums))
+        sum = e.addf(sum, partial);
+    };
+    for (int64_t slice = 0; slice < slices; ++slice) {
+      NVVM::WgmmaFenceAlignedOp::create(e.b);
+      pending[slice % 2] =
+          mma(slice, LLVM::UndefOp::create(e.b, fragment),
+              NVVM::WGMMAScaleOut::zero);
+      NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
+      if (slice > 0) {
+        NVVM::WgmmaWaitGroupSyncOp::create(e.b, 1);
+        add(pending[(slice - 1) % 2]);
+      }
+    }
+    NVVM::WgmmaWaitGroupSyncOp::create(e.b, 0);
+    add(pending[(slices - 1) % 2]);
+    return acc;
   }
   // MX x MX: each 32 of K (one scale block) summed from zero by one wgmma
   // (every E2M1 product and their sum exact), then scaled in fp32

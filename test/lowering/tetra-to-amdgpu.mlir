@@ -24,8 +24,8 @@
 // AMD-SAME: scratch_encoding = "code", scratch_layout = "k_major"
 // NV-SAME: scratch_encoding = "e4m3", scratch_layout = "k_major"
 // PLAN-SAME: shape = array<i64: 128, 64>, tensor_id = 0 : i64}, m = 64 : i64, n = 32 : i64
-// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, group_tile = array<i64: 32, 32>, instruction = "v_mfma_scale_f32_16x16x128_f8f6f4", pitch = array<i64: 80, 80>, staged_bytes = 16384 : i64, step_k = 128 : i64, threads = 128 : i64}
-// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 128, 128>, staged_bytes = 26624 : i64, step_k = 128 : i64, threads = 64 : i64}
+// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_scale_f32_16x16x128_f8f6f4", pitch = array<i64: 80, 80>, staged_bytes = 16384 : i64, step_k = 128 : i64, threads = 128 : i64}
+// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 128, 128>, staged_bytes = 26624 : i64, step_k = 128 : i64, threads = 64 : i64}
 // PLAN: gpu.func @wo_wgrad__lhs({{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>, tetra.launch = {arguments = ["input:0", "scratch:lhs.codes", "scratch:lhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 2, 1, 1>}}
 // PLAN: memref.alloca() : memref<32xf32, #gpu.address_space<private>>
 // PLAN: memref.alloca() : memref<32xf32, #gpu.address_space<private>>
@@ -72,8 +72,8 @@ func.func @wgrad(%dy: tensor<128x64xf32>, %x: tensor<128x32xf32>) -> tensor<64x3
 // MXFP8: E4M3 codes go to the MFMA as E4M3 (format 0), E5M2 as E5M2. K =
 // 64 is one step of 64: one scaled MFMA 32x32x64 per wave.
 // PLAN-LABEL: gpu.module @mixed_fprop
-// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, group_tile = array<i64: 32, 32>, instruction = "v_mfma_scale_f32_32x32x64_f8f6f4", pitch = array<i64: 80, 80>, staged_bytes = 16384 : i64, step_k = 64 : i64, threads = 128 : i64}
-// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e5m2", pitch = array<i64: 64, 64>, staged_bytes = 14336 : i64, step_k = 64 : i64, threads = 64 : i64}
+// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_scale_f32_32x32x64_f8f6f4", pitch = array<i64: 80, 80>, staged_bytes = 16384 : i64, step_k = 64 : i64, threads = 128 : i64}
+// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e5m2", pitch = array<i64: 64, 64>, staged_bytes = 14336 : i64, step_k = 64 : i64, threads = 64 : i64}
 // AMD: amdgpu.scaled_mfma 32x32x64 {{.*}} : f8E8M0FNU, vector<32xf8E4M3FN>, f8E8M0FNU, vector<32xf8E5M2>, vector<16xf32>
 // NV: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e5m2.f32"
 #e4 = #tetra.quant<mxfp8_e4m3>
@@ -95,8 +95,8 @@ func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 // v_mfma_f32_32x32x16_bf16 (four waves of 32 x 32), sm_90a in
 // wgmma.m64n64k16 (one warpgroup).
 // PLAN-LABEL: gpu.module @lm_head_dgrad
-// AMD-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, group_tile = array<i64: 32, 32>, instruction = "v_mfma_f32_32x32x16_bf16", pitch = array<i64: 144, 144>, staged_bytes = 36864 : i64, step_k = 64 : i64, threads = 256 : i64}
-// NV-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16", pitch = array<i64: 128, 128>, staged_bytes = 32768 : i64, step_k = 64 : i64, threads = 128 : i64}
+// AMD-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_f32_32x32x16_bf16", pitch = array<i64: 144, 144>, staged_bytes = 36864 : i64, step_k = 64 : i64, threads = 256 : i64}
+// NV-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16", pitch = array<i64: 128, 128>, staged_bytes = 32768 : i64, step_k = 64 : i64, threads = 128 : i64}
 // PLAN: gpu.func @lm_head_dgrad__lhs(%{{.*}}: memref<8192xf32>, %{{.*}}: memref<4096xi32>
 // PLAN: gpu.func @lm_head_dgrad__rhs(%{{.*}}: memref<8192xf32>, %{{.*}}: memref<4096xi32>
 // PLAN: gpu.func @lm_head_dgrad__gemm

@@ -23,7 +23,7 @@
 // CHECK-SAME: gemm = "layers.0.attn.wq.fprop"
 // CHECK-SAME: lhs = {axis = 1 : i64, block = 32 : i64, format = "e4m3", input = 0 : i64, kind = "mx", rotation = {kind = "none"}, rounding = "nearest_even", rule = "rceil", scale = "e8m0", scratch_encoding = "code", scratch_layout = "k_major"
 // CHECK-SAME: m = 64 : i64, n = 32 : i64
-// CHECK-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 64, 64>, staged_bytes = 14336 : i64, step_k = 64 : i64, threads = 64 : i64}
+// CHECK-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 64, 64>, staged_bytes = 14336 : i64, step_k = 64 : i64, threads = 64 : i64}
 // CHECK-SAME: transpose_lhs = false, transpose_rhs = true
 // Its codes go out as i32 words, sixteen codes (16 bytes) a store.
 // CHECK: gpu.func @wq_fprop__lhs(%{{.*}}: memref<4096xf32>, %{{.*}}: memref<1024xi32>, %{{.*}}: memref<128xi8>, %{{.*}}: i64, %{{.*}}: i64) kernel
@@ -151,7 +151,7 @@ func.func @nvfp4(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 // 2-byte elements and, on a 32-wide tile, accumulates all of K in
 // mma.sync.m16n8k16.bf16 (the contract's G = K: one chunk).
 // CHECK-LABEL: gpu.module @lm_head_fprop
-// CHECK-SAME: chunk = 64 : i64, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k16.bf16"
+// CHECK-SAME: chunk = 64 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k16.bf16"
 // CHECK-SAME: scratch = {lhs.codes = 8192 : i64, rhs.codes = 4096 : i64}
 // CHECK: gpu.func @lm_head_fprop__lhs(%{{.*}}: memref<4096xf32>, %{{.*}}: memref<2048xi32>, %{{.*}}: i64, %{{.*}}: i64)
 // CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<2048xi32>, vector<4xi32>
@@ -177,22 +177,62 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // MXFP4 Fprop on a 128 x 128 tile: two warpgroups, each 64 x 128 with
 // wgmma.m64n128k32 (E2M1 codes as E4M3 bytes: every product and every sum
 // of 32 exact) reading A and B through shared-memory descriptors of the
-// staged buffer (64-byte swizzle: steps of 64, two buffers of 17408 bytes
-// within 48 KB). Staged stores are fenced for the async proxy before the
-// barrier; each K slice of 32 is one wgmma from zero, waited for, its 64
+// staged buffer (64-byte swizzle: steps of 64, two buffers of 17408 bytes,
+// then the tile's 256 reference codes: 35840 bytes within 48 KB).
+//
+// The tile first takes each row's and column's reference code (largest
+// E8M0 code over K, minus 6: a loop over its 4 codes per side) and ANDs
+// whether it folds in the barrier that publishes them. Folded, each staged
+// 16 bytes of codes gain 8·(code - ref) in every nonzero byte (one multiply
+// per word), no scale codes are staged, and each slice's wgmma from zero
+// is one fp32 add per result: slice 2's wgmma is issued before slice 1's
+// results are added (wait_group 1), both pinned after their waits. The
+// last store multiplies by 2^(ref(row) + ref(col)) where the tile folded.
+// Otherwise each K slice of 32 is one wgmma from zero, waited for, its 64
 // results per thread pinned after the wait and scaled in fp32 — on the
 // uniform flag's fast path one integer add and one fma each.
 // CHECK-LABEL: gpu.module @up_fprop
-// CHECK-SAME: plan = {block_tile = array<i64: 128, 128>, chunk = 32 : i64, group_tile = array<i64: 64, 128>, instruction = "wgmma.m64n128k32.f32.e4m3.e4m3", pitch = array<i64: 64, 64>, staged_bytes = 34816 : i64, step_k = 64 : i64, threads = 256 : i64}
+// CHECK-SAME: plan = {block_tile = array<i64: 128, 128>, chunk = 32 : i64, folds_scales = true, group_tile = array<i64: 64, 128>, instruction = "wgmma.m64n128k32.f32.e4m3.e4m3", pitch = array<i64: 64, 64>, staged_bytes = 34816 : i64, step_k = 64 : i64, threads = 256 : i64}
 // CHECK: gpu.func @up_fprop__gemm
+// CHECK-SAME: workgroup(%{{.*}} : memref<35840xi8, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64})
 // CHECK-SAME: block = array<i64: 256, 1, 1>, grid = array<i64: 1, 1, 1>
+// The references: a scan of each row's codes (max, min), stored after the
+// staged buffers, and the fold flag ANDed over the block.
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (i32, i32)
+// CHECK: arith.maxui
+// CHECK: arith.minui
+// CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<8960xi32, #gpu.address_space<workgroup>>
+// CHECK: scf.for {{.*}} -> (i32, i32)
+// CHECK: %[[FOLDS:.*]] = nvvm.barrier #nvvm.reduction<and>
+// CHECK: %[[FOLD:.*]] = arith.cmpi ne, %[[FOLDS]]
+// CHECK: %[[SUMS:.*]]:64 = scf.if %[[FOLD]]
+// Folded: the staged codes shifted by their block's offset.
+// CHECK: arith.shrui %{{.*}}, %c2_i32
+// CHECK: arith.shrui %{{.*}}, %c3_i32
+// CHECK: arith.andi %{{.*}}, %c134744072_i32
+// CHECK: arith.muli
+// CHECK: vector.store
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK: nvvm.barrier #nvvm.reduction<and>
 // CHECK: scf.for
-// CHECK: nvvm.fence.proxy
-// CHECK: memref.extract_aligned_pointer_as_index
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK: nvvm.wgmma.mma_async %{{.*}}, %{{.*}}, %{{.*}}, <m = 64, n = 128, k = 32>, D[<f32>, <zero>], A[<e4m3>, <one>, <row>], B[<e4m3>, <one>, <col>]
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.fence.aligned
+// CHECK: nvvm.wgmma.mma_async
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK-COUNT-64: llvm.inline_asm has_side_effects "", "=f,0"
+// CHECK-COUNT-64: arith.addf
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-COUNT-64: llvm.inline_asm has_side_effects "", "=f,0"
+// CHECK-COUNT-64: arith.addf
+// CHECK-NOT: math.fma
+// CHECK: nvvm.barrier #nvvm.reduction<and>
+// Not folded: the step-by-step path.
+// CHECK: } else {
+// CHECK: scf.for
+// CHECK: nvvm.wgmma.mma_async
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-COUNT-64: llvm.inline_asm has_side_effects "", "=f,0"
@@ -200,6 +240,10 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // CHECK-COUNT-64: math.fma
 // CHECK: nvvm.wgmma.mma_async
 // CHECK: nvvm.barrier #nvvm.reduction<and>
+// The store: folded sums times 2^(ref(row) + ref(col) - 254), exact.
+// CHECK: arith.shli %{{.*}}, %c23_i32
+// CHECK: arith.mulf %[[SUMS]]#0
+// CHECK: arith.select %[[FOLD]]
 #q4w = #tetra.quant<mxfp4>
 func.func @wgmma(%x: tensor<128x128xf32>, %w: tensor<128x128xf32>) -> tensor<128x128xf32> {
   %y = tetra.kernel "up_fprop" (%a = %x, %b = %w) : (tensor<128x128xf32>, tensor<128x128xf32>) -> tensor<128x128xf32> {
