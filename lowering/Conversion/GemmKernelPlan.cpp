@@ -117,14 +117,14 @@ GemmKernelLowering::planOperand(Value operand, Value scales,
 void GemmKernelLowering::chooseTiling() {
   GemmTiling &t = tiling;
   auto largest = [](int64_t extent, std::initializer_list<int64_t> sizes,
-                    int64_t limit = 128) {
+                    int64_t limit) {
     for (int64_t size : sizes)
       if (size <= limit && extent % size == 0)
         return size;
     return int64_t{0};
   };
   t.blockM = largest(m, {128, 64, 32}, blockTile);
-  t.blockN = largest(n, {128, 64, 32}, blockTile);
+  t.blockN = largest(n, {256, 128, 64, 32}, widestTileN());
   const bool bf16 = lhs.kind == OperandKind::BF16;
   t.chunk = bf16 ? k : std::min(lhs.block(), rhs.block());
   t.layout = stagedLayout();

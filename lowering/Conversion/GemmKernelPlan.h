@@ -214,6 +214,10 @@ protected:
   virtual llvm::SmallVector<int64_t, 2> groupTile() const {
     return {GemmTiling::warpM, GemmTiling::warpN};
   }
+  /// The widest block tile along N: the option's block tile, or where the
+  /// chip's matrix instructions read less shared memory per product on a
+  /// wider one (sm_90a's bf16 wgmma: 256), that.
+  virtual int64_t widestTileN() const { return blockTile; }
   /// The most shared memory (LDS) a block may stage in, bytes.
   virtual int64_t sharedLimit() const = 0;
   /// After a thread's stores into a staged buffer, before the barrier

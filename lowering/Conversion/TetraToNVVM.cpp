@@ -96,13 +96,23 @@ private:
         lhs.kind == OperandKind::BF16;
     return pair && tiling.blockM % 64 == 0 && tiling.blockN % 64 == 0;
   }
-  /// A warpgroup's tile: 64 x 128 where the block's tile is 128 wide
-  /// (wgmma reads less shared memory per product), else 64 x 64.
-  int64_t groupN() const { return tiling.blockN >= 128 ? 128 : 64; }
+  /// A warpgroup's tile: 64 x 256 or 64 x 128 where the block's tile is
+  /// that wide (wgmma reads less shared memory per product), else 64 x 64.
+  /// Only bf16 x bf16 takes tiles 256 wide (128 x 256 with the default
+  /// option): its 128 accumulators a thread fit, where MX x MX also holds
+  /// two slices' sums in flight.
+  int64_t groupN() const {
+    return tiling.blockN >= 256 ? 256 : tiling.blockN >= 128 ? 128 : 64;
+  }
+  int64_t widestTileN() const override {
+    return lhs.kind == OperandKind::BF16 && blockTile == 128 ? 256 : blockTile;
+  }
   int64_t tilesM() const { return wgmma() ? 1 : 2; }
   int64_t tilesN() const { return wgmma() ? groupN() / 8 : 4; }
   StagedLayout stagedLayout() const override { return StagedLayout::Swizzled; }
-  int64_t sharedLimit() const override { return 48 * 1024; } // static shared memory
+  /// A block's shared memory on an H100/H200: 227 KB, static (ptxas and
+  /// the driver take static shared memory past 48 KB for sm_90a).
+  int64_t sharedLimit() const override { return 227 * 1024; }
   SmallVector<int64_t, 2> groupTile() const override {
     if (!wgmma())
       return GemmKernelLowering::groupTile();

@@ -177,31 +177,32 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // MXFP4 Fprop on a 128 x 128 tile: two warpgroups, each 64 x 128 with
 // wgmma.m64n128k32 (E2M1 codes as E4M3 bytes: every product and every sum
 // of 32 exact) reading A and B through shared-memory descriptors of the
-// staged buffer (64-byte swizzle: steps of 64, two buffers of 17408 bytes,
-// then the tile's 256 reference codes: 35840 bytes within 48 KB).
+// staged buffer (128-byte swizzle: steps of 128, two buffers of 33792
+// bytes, then the tile's 256 reference codes: 68608 bytes within the 227
+// KB of an H200 block's shared memory).
 //
 // The tile first takes each row's and column's reference code (largest
 // E8M0 code over K, minus 6: a loop over its 4 codes per side) and ANDs
 // whether it folds in the barrier that publishes them. Folded, each staged
 // 16 bytes of codes gain 8·(code - ref) in every nonzero byte (one multiply
 // per word), no scale codes are staged, and each slice's wgmma from zero
-// is one fp32 add per result: slice 2's wgmma is issued before slice 1's
-// results are added (wait_group 1), both pinned after their waits. The
+// is one fp32 add per result: slice s + 1's wgmma is issued before slice
+// s's results are added (wait_group 1), each pinned after its wait. The
 // last store multiplies by 2^(ref(row) + ref(col)) where the tile folded.
 // Otherwise each K slice of 32 is one wgmma from zero, waited for, its 64
 // results per thread pinned after the wait and scaled in fp32 — on the
 // uniform flag's fast path one integer add and one fma each.
 // CHECK-LABEL: gpu.module @up_fprop
-// CHECK-SAME: plan = {block_tile = array<i64: 128, 128>, chunk = 32 : i64, folds_scales = true, group_tile = array<i64: 64, 128>, instruction = "wgmma.m64n128k32.f32.e4m3.e4m3", pitch = array<i64: 64, 64>, staged_bytes = 34816 : i64, step_k = 64 : i64, threads = 256 : i64}
+// CHECK-SAME: plan = {block_tile = array<i64: 128, 128>, chunk = 32 : i64, folds_scales = true, group_tile = array<i64: 64, 128>, instruction = "wgmma.m64n128k32.f32.e4m3.e4m3", pitch = array<i64: 128, 128>, staged_bytes = 67584 : i64, step_k = 128 : i64, threads = 256 : i64}
 // CHECK: gpu.func @up_fprop__gemm
-// CHECK-SAME: workgroup(%{{.*}} : memref<35840xi8, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64})
+// CHECK-SAME: workgroup(%{{.*}} : memref<68608xi8, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64})
 // CHECK-SAME: block = array<i64: 256, 1, 1>, grid = array<i64: 1, 1, 1>
 // The references: a scan of each row's codes (max, min), stored after the
 // staged buffers, and the fold flag ANDed over the block.
 // CHECK: scf.for {{.*}} iter_args({{.*}}) -> (i32, i32)
 // CHECK: arith.maxui
 // CHECK: arith.minui
-// CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<8960xi32, #gpu.address_space<workgroup>>
+// CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<17152xi32, #gpu.address_space<workgroup>>
 // CHECK: scf.for {{.*}} -> (i32, i32)
 // CHECK: %[[FOLDS:.*]] = nvvm.barrier #nvvm.reduction<and>
 // CHECK: %[[FOLD:.*]] = arith.cmpi ne, %[[FOLDS]]
@@ -224,7 +225,8 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
 // CHECK-COUNT-64: llvm.inline_asm has_side_effects "", "=f,0"
 // CHECK-COUNT-64: arith.addf
-// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NEXT: nvvm.wgmma.fence.aligned
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-COUNT-64: llvm.inline_asm has_side_effects "", "=f,0"
 // CHECK-COUNT-64: arith.addf
 // CHECK-NOT: math.fma
