@@ -96,20 +96,34 @@ def ConvertTetraToNVVM : Pass<"convert-tetra-to-nvvm", "mlir::ModuleOp"> {
     - `NAME__gemm`: one block per `block_tile` (128, 64 or 32 rows and
       columns, the largest that divides M and N) of the f32 result; K in
       steps of `step_k` (the longest of 128, 64, 32 — bf16 64, 32 — whose
-      two staged buffers fit 48 KB) staged in two shared-memory buffers of
+      two staged buffers fit the 227 KB of an H100/H200 block's shared
+      memory) staged in two shared-memory buffers of
       K-major rows with sm_90a's 32/64/128-byte swizzle (on a 1024-byte
       boundary): while the matrix instructions read step s from one, each
       thread stores step s + 1 (loaded during step s - 1, 16 bytes a load
       and a store) into the other and loads step s + 2; one barrier a step,
       which also ANDs whether every E8M0 scale code staged is moderate
       (2^±45: a flag the same in every thread).
-      MXFP4 x MXFP4 and BF16 x BF16 on tiles of 64 x 64 multiples: one
-      warpgroup per 64 x 128 (64 x 64 where the tile is 64 wide) with
-      `wgmma.mma_async` reading both operands through shared-memory
-      descriptors (staged stores fenced for the async proxy): MXFP4 one
-      `m64nNk32` per scale block of 32 from zero, waited for, its results
-      pinned after the wait by an empty asm and scaled in fp32; BF16
-      `m64nNk16` accumulating all of K in the tensor cores' fp32.
+      MXFP4 x MXFP4 and BF16 x BF16 on tiles of 64 x 64 multiples (BF16's
+      up to 128 x 256): one warpgroup per 64 x 256, 64 x 128 or 64 x 64 of
+      the tile with `wgmma.mma_async` reading both operands through
+      shared-memory descriptors (staged stores fenced for the async proxy):
+      MXFP4 one `m64nNk32` per scale block of 32 from zero, its results
+      pinned after the wait by an empty asm; BF16 `m64nNk16` accumulating
+      all of K in the tensor cores' fp32.
+      MXFP4 x MXFP4 folds the block scales into the staged codes where the
+      tile allows (`folds_scales` in the plan): the block first takes a
+      reference code ref = max - 6 of each row's (column's) E8M0 codes
+      over all of K (stored after the staged buffers) and ANDs, in the
+      barrier that publishes them, whether every code is within
+      [ref - 5, ref + 6], none NaN, every ref within 2^±45 of 1. A folding
+      tile stages no scale codes and adds 8·(code - ref) to each nonzero
+      E4M3 byte it stages (the values times 2^(code - ref), exact), so each
+      slice's sums are the contract's over 2^(ref(row) + ref(col)), exact:
+      one fp32 add each, the next slice's wgmma in flight meanwhile
+      (wait_group 1); the store multiplies by 2^(ref(row) + ref(col)),
+      exact. Elsewhere each slice's results are waited for and scaled in
+      fp32 as below.
       FP8 codes (MXFP8 E4M3/E5M2, MXFP4 against MXFP8), NVFP4 and tiles of
       32: one warp per 32 x 32 with `mma.sync.aligned.m16n8k32` (2 x 4
       tiles of 16 x 8) started from zero per chunk — Hopper's FP8 wgmma
@@ -151,7 +165,8 @@ def ConvertTetraToNVVM : Pass<"convert-tetra-to-nvvm", "mlir::ModuleOp"> {
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
            "the NVIDIA chip (sm_90a)">,
     Option<"blockTile", "block-tile", "int64_t", /*default=*/"128",
-           "the largest side of a block's result tile (32, 64 or 128)">,
+           "the largest side of a block's result tile (32, 64 or 128; at "
+           "128, bf16 x bf16 tiles are 256 wide)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
