@@ -4,6 +4,7 @@
 
 #include "lowering/NumericsOf.h"
 #include "runtime/numerics/Hadamard.h"
+#include "runtime/numerics/ScaleFolding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -1097,16 +1098,20 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
               return {arith::MaxUIOp::create(b, extremes[0], largest),
                       arith::MinUIOp::create(b, extremes[1], smallest)};
             });
-        Value ref = e.sub(range[0], e.c32(6));
+        // numerics::fiberFolds, the window's one definition.
+        using namespace numerics;
+        Value ref = e.sub(range[0], e.c32(kFoldAbove));
         Value exponent = e.sub(ref, e.c32(127));
         Value rowOk = arith::AndIOp::create(
             b,
             arith::AndIOp::create(
-                b, e.cmp(CmpIPredicate::sle, e.sub(range[0], range[1]), e.c32(11)),
+                b,
+                e.cmp(CmpIPredicate::sle, e.sub(range[0], range[1]),
+                      e.c32(kFoldBelow + kFoldAbove)),
                 e.cmp(CmpIPredicate::ne, range[0], e.c32(0xFF))),
             arith::AndIOp::create(
-                b, e.cmp(CmpIPredicate::sge, exponent, e.c32(-45)),
-                e.cmp(CmpIPredicate::sle, exponent, e.c32(45))));
+                b, e.cmp(CmpIPredicate::sge, exponent, e.c32(-kFoldModerate)),
+                e.cmp(CmpIPredicate::sle, exponent, e.c32(kFoldModerate))));
         memref::StoreOp::create(
             b, ref, step.words,
             ValueRange{e.addIndex(

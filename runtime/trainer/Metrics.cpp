@@ -120,11 +120,13 @@ io::Status MetricsWriter::write(const StepRecord &record) {
     field("eval_loss");
     io::appendJsonNumber(line, *record.evalLoss);
   }
-  if (!record.sqnrDecibels.empty()) {
-    field("sqnr_db");
+  auto object = [&](const char *name, const std::map<std::string, double> &map) {
+    if (map.empty())
+      return;
+    field(name);
     line += "{";
     const char *separator = "";
-    for (const auto &[key, value] : record.sqnrDecibels) {
+    for (const auto &[key, value] : map) {
       line += separator;
       io::appendJsonString(line, key);
       line += ':';
@@ -132,7 +134,9 @@ io::Status MetricsWriter::write(const StepRecord &record) {
       separator = ",";
     }
     line += "}";
-  }
+  };
+  object("sqnr_db", record.sqnrDecibels);
+  object("sm90a_folding_tiles", record.foldingTiles);
   line += "}\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||
       std::fflush(file_) != 0)

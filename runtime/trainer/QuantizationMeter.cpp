@@ -9,6 +9,16 @@ io::Status QuantizationMeter::observe(int launch) {
   const schedule::Launch &desc = executor_.schedule().launches[launch];
   if (!desc.gemm)
     return io::success();
+  // Folding is sm_90a's for E2M1 codes under E8M0 scales on both sides.
+  auto foldable = [](const schedule::QuantizedOperand &operand) {
+    const numerics::BlockFormat &format = operand.quantization.format;
+    return format.element == numerics::ElementFormat::E2M1 &&
+           format.scaling.scaleFormat == numerics::ScaleFormat::E8M0;
+  };
+  const bool folds = desc.gemm->operands.size() == 2 &&
+                     foldable(desc.gemm->operands[0]) &&
+                     foldable(desc.gemm->operands[1]);
+  std::vector<numerics::FoldCount> counts;
   for (const schedule::QuantizedOperand &operand : desc.gemm->operands) {
     int64_t elements = 1;
     for (int64_t size : operand.shape)
@@ -28,6 +38,16 @@ io::Status QuantizationMeter::observe(int launch) {
     energies_[desc.gemm->role + "." + operand.name].add(
         numerics::quantizationError(host_.data(), operand.shape, operand.axis,
                                     operand.quantization, stream, stride));
+    if (folds)
+      counts.push_back(numerics::countFoldable(host_.data(), operand.shape,
+                                               operand.axis,
+                                               operand.quantization, stream));
+  }
+  if (folds) {
+    // A tile folds when its lhs rows and its rhs columns all do.
+    auto &[tiles, folding] = tiles_[desc.gemm->role];
+    tiles += counts[0].groups * counts[1].groups;
+    folding += counts[0].foldingGroups * counts[1].foldingGroups;
   }
   return io::success();
 }
@@ -37,5 +57,13 @@ std::map<std::string, double> QuantizationMeter::decibels() const {
   for (const auto &[key, energy] : energies_)
     if (std::optional<double> db = energy.sqnrDecibels())
       result[key] = *db;
+  return result;
+}
+
+std::map<std::string, double> QuantizationMeter::foldingTiles() const {
+  std::map<std::string, double> result;
+  for (const auto &[role, count] : tiles_)
+    if (count.first > 0)
+      result[role] = static_cast<double>(count.second) / count.first;
   return result;
 }

@@ -8,7 +8,10 @@
 // fibers — exactly the codes the kernel used (same stochastic-rounding bits
 // and rotation signs, from the run's seed and the step). The energies are
 // pooled over all linears per GEMM role and operand: "fprop.x", "fprop.w",
-// "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x".
+// "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x". For MXFP4 x MXFP4 GEMMs it
+// also counts, over every fiber of both operands, the 128 x 128 tiles whose
+// scales sm_90a's GEMM would fold into its codes (numerics::countFoldable:
+// its fast path), per GEMM role.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +19,7 @@
 #define TETRA_RUNTIME_TRAINER_QUANTIZATIONMETER_H
 
 #include "runtime/numerics/QuantizationError.h"
+#include "runtime/numerics/ScaleFolding.h"
 #include "runtime/schedule/Executor.h"
 
 #include <map>
@@ -42,6 +46,9 @@ public:
   }
   /// SQNR in dB per "role.operand"; lossless operands have none.
   std::map<std::string, double> decibels() const;
+  /// Per GEMM role with MXFP4 x MXFP4 GEMMs: the fraction of their 128 x 128
+  /// result tiles that sm_90a's GEMM folds (numerics/ScaleFolding.h).
+  std::map<std::string, double> foldingTiles() const;
 
 private:
   backend::Backend &backend_;
@@ -50,6 +57,8 @@ private:
   int64_t step_;
   int64_t sampleElements_;
   std::map<std::string, numerics::ErrorEnergy> energies_;
+  /// Per role: result tiles counted, and those that fold.
+  std::map<std::string, std::pair<int64_t, int64_t>> tiles_;
   std::vector<float> host_;
 };
 

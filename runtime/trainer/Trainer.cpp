@@ -247,6 +247,7 @@ io::Expected<Trainer::StepOutcome> Trainer::runStep(int64_t step, double lr,
             return meter.observe(launch);
           });
       outcome.sqnrDecibels = meter.decibels();
+      outcome.foldingTiles = meter.foldingTiles();
     } else {
       ran = executor_->run(0, schedule.gradientsEnd());
     }
@@ -389,6 +390,7 @@ io::Expected<TrainingSummary> Trainer::train() {
     record.lr = lr;
     record.gradNorm = outcome->gradNorm;
     record.sqnrDecibels = std::move(outcome->sqnrDecibels);
+    record.foldingTiles = std::move(outcome->foldingTiles);
     record.elapsedSeconds = elapsedBefore_ + seconds;
     record.tokensPerSecond =
         seconds > 0 ? tokensPerStep * (step - summary.firstStep + 1) / seconds
