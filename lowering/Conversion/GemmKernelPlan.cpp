@@ -858,7 +858,7 @@ struct OperandStaging {
   /// its vectors' blocks.
   SmallVector<Value> load(QuantizationEmitter &e, Value thread, Value step,
                           bool folded) {
-    SmallVector<Value> values;
+    SmallVector<Value> values, blockCodes;
     const int64_t perWord = 4 / operand->elementBytes();
     Value k0 = e.mulIndex(step, e.cIndex(stepK));
     for (int64_t q = 0; q < vectorsPerThread(); ++q) {
@@ -870,18 +870,13 @@ struct OperandStaging {
           ValueRange{e.divIndex(element, perWord)}, /*nontemporal=*/false,
           e.b.getI64IntegerAttr(16)));
       if (folded)
-        values.push_back(memref::LoadOp::create(
+        blockCodes.push_back(memref::LoadOp::create(
             e.b, scales,
             ValueRange{e.divIndex(element, operand->block())}));
     }
     if (folded) {
-      // Each vector's code after its vector.
-      SmallVector<Value> ordered;
-      for (int64_t q = 0; q < vectorsPerThread(); ++q)
-        ordered.push_back(values[2 * q]);
-      for (int64_t q = 0; q < vectorsPerThread(); ++q)
-        ordered.push_back(values[2 * q + 1]);
-      return ordered;
+      llvm::append_range(values, blockCodes);
+      return values;
     }
     if (operand->scaled()) {
       const int64_t block = operand->block(), perStep = stepK / block;
