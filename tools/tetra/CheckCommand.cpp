@@ -6,7 +6,7 @@
 //
 //   model llama3_8b: 291 parameter tensors, 8,030,261,248 parameters, ...
 //   policy fp4_all: ok for 225 linears of model llama3_8b
-//   run c4_small: ok (model llama_125m, policy fp4_all, 8,192 tokens ...)
+//   run tiny_c4_cpu: ok (model llama_tiny, policy fp4_all_hadamard, 1,024 tokens ...)
 //
 // A policy is resolved against the model before it on the command line (or
 // the first one after it). A run loads its own model and policy and checks
@@ -206,7 +206,7 @@ that checks; exits with 0 only if every file checked.
 EXAMPLES
   tetra check models/llama3_8b.tetra
   tetra check models/llama3_8b.tetra models/policies/fp4_all.tetra
-  tetra check models/runs/c4_small.tetra
+  tetra check models/runs/tiny_c4_cpu.tetra
 )";
 }
 

@@ -123,6 +123,10 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
       slot = std::string(args[++i]);
       return true;
     };
+    if (arg == "-h" || arg == "--help") {
+      printPlotHelp();
+      return 0;
+    }
     if (arg == "-o" || arg == "--output") {
       if (!value(output))
         return usageError("'" + arg + "' needs a file name");

@@ -22,7 +22,9 @@ const Command kCommands[] = {
     {"explain-policy",
      "show the policy every GEMM of a model gets, and which setting chose it",
      explainPolicyMain, printExplainPolicyHelp},
-    {"emit", "print the IR after a stage: the syntax tree, the tetra dialect",
+    {"emit",
+     "print what a stage produced: ast, tetra, train-step, quantized, "
+     "kernels, cpu, nvvm, ptx, amdgpu, isa or schedule",
      emitMain, printEmitHelp},
     {"train", "compile a run's training step and train it", trainMain,
      printTrainHelp},
