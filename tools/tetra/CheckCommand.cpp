@@ -58,8 +58,15 @@ public:
 
   /// Checks every file; true when all of them checked.
   bool run(const std::vector<std::string> &paths);
+  /// Also print every linear of each model (a model file's, a run's).
+  bool listLinears = false;
 
 private:
+  void printLinears(const ModelGraph &model) {
+    if (listLinears)
+      for (const std::string &name : model.linearNames())
+        llvm::outs() << "  " << name << "\n";
+  }
   bool checkModel(size_t index);
   bool checkPolicy(size_t index);
   bool checkRun(size_t index);
@@ -116,6 +123,7 @@ bool Checker::checkModel(size_t index) {
                << plural(static_cast<int64_t>(model->linearNames().size()),
                          "linear")
                << "\n";
+  printLinears(*model);
   return true;
 }
 
@@ -180,6 +188,7 @@ bool Checker::checkRun(size_t index) {
   llvm::outs() << "run " << run->name << ": ok (model " << model->name
                << ", policy " << policy->name << ", " << plural(tokens, "token")
                << " per micro-batch)\n";
+  printLinears(*model);
   return true;
 }
 
@@ -203,20 +212,30 @@ that checks; exits with 0 only if every file checked.
                over: seq_len * micro_batch tokens for Wgrad, the input
                features for Fprop, the output features for Dgrad
 
+OPTIONS
+  --linears    also print every linear of each model (a model file's, a run's),
+               one name a line: the names a policy's rules match
+  -h, --help   print this help
+
 EXAMPLES
   tetra check models/llama3_8b.tetra
   tetra check models/llama3_8b.tetra models/policies/fp4_all.tetra
   tetra check models/runs/tiny_c4_cpu.tetra
+  tetra check --linears models/llama_tiny.tetra
 )";
 }
 
 int checkMain(const std::vector<std::string_view> &args) {
   std::vector<std::string> files;
-  bool positionalOnly = false;
+  bool positionalOnly = false, listLinears = false;
   for (std::string_view arg : args) {
     if (!positionalOnly && (arg == "-h" || arg == "--help")) {
       printCheckHelp();
       return 0;
+    }
+    if (!positionalOnly && arg == "--linears") {
+      listLinears = true;
+      continue;
     }
     if (!positionalOnly && arg == "--") {
       positionalOnly = true;
@@ -234,7 +253,9 @@ int checkMain(const std::vector<std::string_view> &args) {
                  << "error: no input files (usage: tetra check FILE...)\n";
     return 1;
   }
-  return Checker().run(files) ? 0 : 1;
+  Checker checker;
+  checker.listLinears = listLinears;
+  return checker.run(files) ? 0 : 1;
 }
 
 } // namespace tetra::driver
