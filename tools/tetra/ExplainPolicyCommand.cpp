@@ -84,15 +84,16 @@ bool parseOptions(const std::vector<std::string_view> &args,
     }
     positional.emplace_back(arg);
   }
-  if (positional.size() != 2) {
-    llvm::errs() << kPrefix << "error: expected a model file and a policy "
-                 << "file, got " << positional.size() << " file"
-                 << (positional.size() == 1 ? "" : "s")
-                 << " (usage: tetra explain-policy MODEL POLICY)\n";
+  if (positional.empty() || positional.size() > 2) {
+    llvm::errs() << kPrefix << "error: expected a run file, or a model file "
+                 << "and a policy file, got " << positional.size() << " files"
+                 << " (usage: tetra explain-policy RUN | MODEL POLICY)\n";
     return false;
   }
+  // One file: a run, which names its model and policy (resolved below).
   options.model = positional[0];
-  options.policy = positional[1];
+  if (positional.size() == 2)
+    options.policy = positional[1];
   return true;
 }
 
@@ -509,6 +510,7 @@ void printJson(const ResolvedPolicy &policy, const ModelGraph &model,
 void tetra::driver::printExplainPolicyHelp() {
   llvm::outs()
       << "USAGE: tetra explain-policy MODEL POLICY [options]\n"
+         "       tetra explain-policy RUN [options]   (the run's model and policy)\n"
          "\n"
          "Resolves the policy for every linear of the model and prints, per\n"
          "linear and GEMM role (fprop, dgrad, wgrad), each operand's format,\n"
@@ -552,6 +554,23 @@ int tetra::driver::explainPolicyMain(
 
   llvm::SourceMgr sourceMgr;
   DiagnosticEngine diags(sourceMgr);
+  if (options.policy.empty()) {
+    std::optional<FileKind> kind = detectFileKind(diags, options.model);
+    if (!kind)
+      return 1;
+    if (*kind != FileKind::Run) {
+      llvm::errs() << kPrefix << "error: '" << options.model
+                   << "' is not a run file; give a run file, or a model file "
+                   << "and a policy file (usage: tetra explain-policy RUN | "
+                   << "MODEL POLICY)\n";
+      return 1;
+    }
+    std::optional<RunConfig> run = loadRun(diags, options.model);
+    if (!run)
+      return 1;
+    options.model = run->modelPath;
+    options.policy = run->policyPath;
+  }
   std::optional<ModelGraph> model = loadModel(diags, options.model);
   if (!model)
     return 1;
