@@ -1051,6 +1051,9 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
   // word refsAt + r, column c of the rhs tile at refsAt + blockM + c; and
   // whether the tile folds (the same in every thread).
   const int64_t refsAt = 2 * stageBytes() / 4;
+  auto refIndex = [&](int side, Value row) {
+    return e.addIndex(e.cIndex(refsAt + (side == 0 ? 0 : tiling.blockM)), row);
+  };
   Value foldable;
   if (foldsScales()) {
     Value ok = arith::ConstantIntOp::create(b, 1, 1);
@@ -1063,58 +1066,56 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
             b, TypeRange{b.getI1Type()},
             e.cmp(CmpIPredicate::ult, r, e.cIndex(s.rows)),
             /*withElseRegion=*/true);
-        Block *after = b.getInsertionBlock();
-        auto afterPoint = b.getInsertionPoint();
-        b.setInsertionPointToStart(&guard.getThenRegion().front());
-        Value first = e.mulIndex(e.addIndex(s.origin, r), e.cIndex(perRow));
-        // The row's largest and smallest code, 16 at a time where the
-        // rows allow.
-        const int64_t width = perRow % 16 == 0 ? 16 : 1;
-        SmallVector<Value> range = e.loop(
-            e.cIndex(0), e.cIndex(perRow / width),
-            {e.c32(0), e.c32(255)},
-            [&](Value v, ValueRange extremes) -> SmallVector<Value> {
-              Value at = e.addIndex(first, e.mulIndex(v, e.cIndex(width)));
-              Value largest, smallest;
-              if (width == 1) {
-                largest = smallest = e.zext(
-                    memref::LoadOp::create(b, s.scales, ValueRange{at}), i32);
-              } else {
-                Value codes = vector::LoadOp::create(
-                    b, VectorType::get({width}, i8), s.scales, ValueRange{at},
-                    /*nontemporal=*/false, b.getI64IntegerAttr(16));
-                largest = e.zext(vector::ReductionOp::create(
-                                     b, vector::CombiningKind::MAXUI, codes),
-                                 i32);
-                smallest = e.zext(vector::ReductionOp::create(
-                                      b, vector::CombiningKind::MINUI, codes),
-                                  i32);
-              }
-              return {arith::MaxUIOp::create(b, extremes[0], largest),
-                      arith::MinUIOp::create(b, extremes[1], smallest)};
-            });
-        // numerics::fiberFolds, the window's one definition.
-        using namespace numerics;
-        Value ref = e.sub(range[0], e.c32(kFoldAbove));
-        Value exponent = e.sub(ref, e.c32(127));
-        Value rowOk = arith::AndIOp::create(
-            b,
-            arith::AndIOp::create(
-                b,
-                e.cmp(CmpIPredicate::sle, e.sub(range[0], range[1]),
-                      e.c32(kFoldBelow + kFoldAbove)),
-                e.cmp(CmpIPredicate::ne, range[0], e.c32(0xFF))),
-            arith::AndIOp::create(
-                b, e.cmp(CmpIPredicate::sge, exponent, e.c32(-kFoldModerate)),
-                e.cmp(CmpIPredicate::sle, exponent, e.c32(kFoldModerate))));
-        memref::StoreOp::create(
-            b, ref, step.words,
-            ValueRange{e.addIndex(
-                e.cIndex(refsAt + (side == 0 ? 0 : tiling.blockM)), r)});
-        scf::YieldOp::create(b, rowOk);
-        b.setInsertionPointToStart(&guard.getElseRegion().front());
-        scf::YieldOp::create(b, ValueRange{arith::ConstantIntOp::create(b, 1, 1)});
-        b.setInsertionPoint(after, afterPoint);
+        {
+          OpBuilder::InsertionGuard insertion(b);
+          b.setInsertionPointToStart(&guard.getThenRegion().front());
+          Value first = e.mulIndex(e.addIndex(s.origin, r), e.cIndex(perRow));
+          // The row's largest and smallest code, 16 at a time where the
+          // rows allow.
+          const int64_t width = perRow % 16 == 0 ? 16 : 1;
+          SmallVector<Value> range = e.loop(
+              e.cIndex(0), e.cIndex(perRow / width),
+              {e.c32(0), e.c32(255)},
+              [&](Value v, ValueRange extremes) -> SmallVector<Value> {
+                Value at = e.addIndex(first, e.mulIndex(v, e.cIndex(width)));
+                Value largest, smallest;
+                if (width == 1) {
+                  largest = smallest = e.zext(
+                      memref::LoadOp::create(b, s.scales, ValueRange{at}), i32);
+                } else {
+                  Value codes = vector::LoadOp::create(
+                      b, VectorType::get({width}, i8), s.scales, ValueRange{at},
+                      /*nontemporal=*/false, b.getI64IntegerAttr(16));
+                  largest = e.zext(vector::ReductionOp::create(
+                                       b, vector::CombiningKind::MAXUI, codes),
+                                   i32);
+                  smallest = e.zext(vector::ReductionOp::create(
+                                        b, vector::CombiningKind::MINUI, codes),
+                                    i32);
+                }
+                return {arith::MaxUIOp::create(b, extremes[0], largest),
+                        arith::MinUIOp::create(b, extremes[1], smallest)};
+              });
+          // numerics::fiberFolds, the window's one definition.
+          using namespace numerics;
+          Value ref = e.sub(range[0], e.c32(kFoldAbove));
+          Value exponent = e.sub(ref, e.c32(127));
+          Value rowOk = arith::AndIOp::create(
+              b,
+              arith::AndIOp::create(
+                  b,
+                  e.cmp(CmpIPredicate::sle, e.sub(range[0], range[1]),
+                        e.c32(kFoldBelow + kFoldAbove)),
+                  e.cmp(CmpIPredicate::ne, range[0], e.c32(0xFF))),
+              arith::AndIOp::create(
+                  b, e.cmp(CmpIPredicate::sge, exponent, e.c32(-kFoldModerate)),
+                  e.cmp(CmpIPredicate::sle, exponent, e.c32(kFoldModerate))));
+          memref::StoreOp::create(b, ref, step.words,
+                                  ValueRange{refIndex(side, r)});
+          scf::YieldOp::create(b, rowOk);
+          b.setInsertionPointToStart(&guard.getElseRegion().front());
+          scf::YieldOp::create(b, ValueRange{arith::ConstantIntOp::create(b, 1, 1)});
+        }
         ok = arith::AndIOp::create(b, ok, guard.getResult(0));
       }
     }
@@ -1144,9 +1145,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
         for (int64_t q = 0; q < s.vectorsPerThread(); ++q)
           s.refs.push_back(memref::LoadOp::create(
               b, step.words,
-              ValueRange{e.addIndex(
-                  e.cIndex(refsAt + (side == 0 ? 0 : tiling.blockM)),
-                  s.vectorAt(e, thread, q).first)}));
+              ValueRange{refIndex(side, s.vectorAt(e, thread, q).first)}));
       }
     // Where each operand's share starts among a step's loaded values.
     SmallVector<size_t> loadedAt;
@@ -1224,11 +1223,10 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
       e, step, results, [&](Value value, Value row, Value col) {
         if (foldable) {
           // Folded sums times 2^(ref(row) + ref(col)): exact.
-          Value refRow = memref::LoadOp::create(
-              b, step.words, ValueRange{e.addIndex(e.cIndex(refsAt), row)});
-          Value refCol = memref::LoadOp::create(
-              b, step.words,
-              ValueRange{e.addIndex(e.cIndex(refsAt + tiling.blockM), col)});
+          Value refRow = memref::LoadOp::create(b, step.words,
+                                                ValueRange{refIndex(0, row)});
+          Value refCol = memref::LoadOp::create(b, step.words,
+                                                ValueRange{refIndex(1, col)});
           Value scale = e.bitcast(
               e.shl(e.sub(e.add(refRow, refCol), e.c32(127)), e.c32(23)), f32);
           value = e.select(foldable, e.mulf(value, scale), value);

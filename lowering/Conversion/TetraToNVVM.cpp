@@ -429,6 +429,8 @@ NVVMGemmLowering::accumulateWgmma(QuantizationEmitter &e,
     NVVM::WgmmaWaitGroupSyncOp::create(e.b, 0);
     return unpack(d);
   }
+  // (The accumulator input of a wgmma that starts from zero is not read.)
+  Value unread = LLVM::UndefOp::create(e.b, fragment);
   if (step.folded) {
     // Folded (foldsScales): each slice's sums from zero are the contract's
     // scaled sums over the tile's references, exact; one fp32 add each.
@@ -443,9 +445,7 @@ NVVMGemmLowering::accumulateWgmma(QuantizationEmitter &e,
     };
     for (int64_t slice = 0; slice < slices; ++slice) {
       NVVM::WgmmaFenceAlignedOp::create(e.b);
-      pending[slice % 2] =
-          mma(slice, LLVM::UndefOp::create(e.b, fragment),
-              NVVM::WGMMAScaleOut::zero);
+      pending[slice % 2] = mma(slice, unread, NVVM::WGMMAScaleOut::zero);
       NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
       if (slice > 0) {
         NVVM::WgmmaWaitGroupSyncOp::create(e.b, 1);
@@ -458,12 +458,11 @@ NVVMGemmLowering::accumulateWgmma(QuantizationEmitter &e,
   }
   // MX x MX: each 32 of K (one scale block) summed from zero by one wgmma
   // (every E2M1 product and their sum exact), then scaled in fp32
-  // (addScaled). The next slice's wgmma waits for that: two slices'
-  // results live at once spilled at 64 x 64 a warpgroup (128 registers
-  // for 16 warps), and at 64 x 128 one slice's already takes the thread to
-  // 255; the block's other warpgroup keeps the tensor cores busy meanwhile.
-  // (The accumulator input of a wgmma that starts from zero is not read.)
-  Value unread = LLVM::UndefOp::create(e.b, fragment);
+  // (addScaled). The next slice's wgmma waits for that: with a slice's
+  // scale codes and their products live besides, two slices' results
+  // would not fit the thread's 255 registers (the folded path above holds
+  // two, with no scales, at 255); the block's other warpgroup keeps the
+  // tensor cores busy meanwhile.
   SmallVector<Value> acc(accumulators);
   for (int64_t slice = 0; slice < slices; ++slice) {
     NVVM::WgmmaFenceAlignedOp::create(e.b);
