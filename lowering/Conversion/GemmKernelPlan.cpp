@@ -203,8 +203,11 @@ LogicalResult GemmKernelLowering::lower(ModuleOp module) {
                                             kernel.getKernelName());
   gpuModule->setAttr("tetra.gemm", describe(builder));
   OpBuilder inner = OpBuilder::atBlockBegin(gpuModule.getBody());
-  buildPrologue(inner, lhs);
-  buildPrologue(inner, rhs);
+  for (const OperandPlan *operand : {&lhs, &rhs}) {
+    buildPrologue(inner, *operand);
+    if (foldsScales())
+      buildFold(inner, *operand);
+  }
   buildGemm(inner);
   return success();
 }
@@ -286,6 +289,10 @@ DictionaryAttr GemmKernelLowering::describe(Builder &b) {
       add("amax", 4);
       add("tensor_scale", 4);
     }
+    if (foldsScales()) {
+      add("fold_refs", 4 * operand->count() / k);
+      add("folded", operand->count());
+    }
   }
   DictionaryAttr plan = b.getDictionaryAttr({
       b.getNamedAttr("block_tile",
@@ -294,7 +301,11 @@ DictionaryAttr GemmKernelLowering::describe(Builder &b) {
       b.getNamedAttr("threads", b.getI64IntegerAttr(tiling.threads)),
       b.getNamedAttr("step_k", b.getI64IntegerAttr(tiling.stepK)),
       b.getNamedAttr("chunk", b.getI64IntegerAttr(tiling.chunk)),
-      b.getNamedAttr("staged_bytes", b.getI64IntegerAttr(2 * stageBytes())),
+      b.getNamedAttr("staged_bytes",
+                     b.getI64IntegerAttr(stagedBuffers() * stageBytes())),
+      b.getNamedAttr("staged_buffers", b.getI64IntegerAttr(stagedBuffers())),
+      b.getNamedAttr("staging", b.getStringAttr(copyStaged() ? "async_copy"
+                                                             : "registers")),
       b.getNamedAttr("pitch", b.getDenseI64ArrayAttr(
                                   {tiling.pitch[0], tiling.pitch[1]})),
       b.getNamedAttr("instruction", b.getStringAttr(instruction())),
@@ -340,6 +351,12 @@ gpu::GPUFuncOp createLaunch(OpBuilder &moduleBuilder, Location loc,
       FunctionType::get(moduleBuilder.getContext(), types, {}));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                 moduleBuilder.getUnitAttr());
+  // Every buffer starts on a 16-byte boundary (the arena's offsets are
+  // multiples of 64, the runtime's allocations of 256): the backends may
+  // then widen neighbouring loads and stores into 16-byte ones.
+  for (auto [index, type] : llvm::enumerate(types))
+    if (isa<MemRefType>(type))
+      func.setArgAttr(index, "llvm.align", moduleBuilder.getI64IntegerAttr(16));
   // The block size, for the backends' register allocation (reqntid,
   // amdgpu-flat-work-group-size).
   func->setAttr(func.getKnownBlockSizeAttrName(),
@@ -716,7 +733,136 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
 }
 
 //===----------------------------------------------------------------------===//
-// The GEMM launch: two staged buffers, loads two steps ahead
+// Scale folding: each fiber's reference code, then its folded codes
+//===----------------------------------------------------------------------===//
+
+void GemmKernelLowering::buildFold(OpBuilder &moduleBuilder,
+                                   const OperandPlan &operand) {
+  MLIRContext *context = kernel.getContext();
+  Type i8 = IntegerType::get(context, 8), i32 = IntegerType::get(context, 32);
+  const std::string name = (kernel.getKernelName() + "__" + operand.side).str();
+  const std::string scratch = "scratch:" + operand.side;
+  const int64_t count = operand.count(), block = operand.block();
+  const int64_t fibers = count / k, perFiber = k / block, blocks = count / block;
+  const std::pair<std::string, Type> codes = {scratch + ".codes",
+                                              flat(count / 4, i32)},
+                                     scales = {scratch + ".scales",
+                                               flat(blocks, i8)},
+                                     refs = {scratch + ".fold_refs",
+                                             flat(fibers, i32)},
+                                     folded = {scratch + ".folded",
+                                               flat(count / 4, i32)};
+  // A launch of a thread per item below `items`, each running `body`.
+  auto threadPerItem = [&](const std::string &launch,
+                           ArrayRef<std::pair<std::string, Type>> arguments,
+                           int64_t items,
+                           function_ref<void(QuantizationEmitter &, gpu::GPUFuncOp,
+                                             Value)>
+                               body) {
+    gpu::GPUFuncOp func = createLaunch(
+        moduleBuilder, operand.loc, launch, arguments,
+        {(items + kPrologueThreads - 1) / kPrologueThreads, 1, 1},
+        {kPrologueThreads, 1, 1});
+    ImplicitLocOpBuilder b(operand.loc, context);
+    b.setInsertionPointToStart(&func.getBody().front());
+    QuantizationEmitter e(b);
+    Value item = e.addIndex(
+        e.mulIndex(gpu::BlockIdOp::create(b, gpu::Dimension::x),
+                   e.cIndex(kPrologueThreads)),
+        gpu::ThreadIdOp::create(b, gpu::Dimension::x));
+    auto guard = scf::IfOp::create(
+        b, e.cmp(CmpIPredicate::ult, item, e.cIndex(items)),
+        /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard insertion(b);
+      b.setInsertionPointToStart(&guard.getThenRegion().front());
+      body(e, func, item);
+    }
+    gpu::ReturnOp::create(b);
+  };
+
+  // A thread per fiber: its largest and smallest code (16 at a time where
+  // the fiber allows), and its reference code where it folds, else -1.
+  threadPerItem(
+      name + "_fold_refs", {scales, refs}, fibers,
+      [&](QuantizationEmitter &e, gpu::GPUFuncOp func, Value fiber) {
+        ImplicitLocOpBuilder &b = e.b;
+        Value first = e.mulIndex(fiber, e.cIndex(perFiber));
+        const int64_t width = perFiber % 16 == 0 ? 16 : 1;
+        SmallVector<Value> range = e.loop(
+            e.cIndex(0), e.cIndex(perFiber / width), {e.c32(0), e.c32(255)},
+            [&](Value v, ValueRange extremes) -> SmallVector<Value> {
+              Value at = e.addIndex(first, e.mulIndex(v, e.cIndex(width)));
+              Value largest, smallest;
+              if (width == 1) {
+                largest = smallest = e.zext(
+                    memref::LoadOp::create(b, func.getArgument(0),
+                                           ValueRange{at}),
+                    i32);
+              } else {
+                Value codes = vector::LoadOp::create(
+                    b, VectorType::get({width}, i8), func.getArgument(0),
+                    ValueRange{at}, /*nontemporal=*/false,
+                    b.getI64IntegerAttr(16));
+                largest = e.zext(vector::ReductionOp::create(
+                                     b, vector::CombiningKind::MAXUI, codes),
+                                 i32);
+                smallest = e.zext(vector::ReductionOp::create(
+                                      b, vector::CombiningKind::MINUI, codes),
+                                  i32);
+              }
+              return {arith::MaxUIOp::create(b, extremes[0], largest),
+                      arith::MinUIOp::create(b, extremes[1], smallest)};
+            });
+        // numerics::fiberFolds, the window's one definition.
+        using namespace numerics;
+        Value ref = e.sub(range[0], e.c32(kFoldAbove));
+        Value exponent = e.sub(ref, e.c32(127));
+        Value folds = arith::AndIOp::create(
+            b,
+            arith::AndIOp::create(
+                b,
+                e.cmp(CmpIPredicate::sle, e.sub(range[0], range[1]),
+                      e.c32(kFoldBelow + kFoldAbove)),
+                e.cmp(CmpIPredicate::ne, range[0], e.c32(0xFF))),
+            arith::AndIOp::create(
+                b, e.cmp(CmpIPredicate::sge, exponent, e.c32(-kFoldModerate)),
+                e.cmp(CmpIPredicate::sle, exponent, e.c32(kFoldModerate))));
+        memref::StoreOp::create(b, e.select(folds, ref, e.c32(-1)),
+                                func.getArgument(1), ValueRange{fiber});
+      });
+
+  // A thread per scale block: its codes folded by code - ref where its
+  // fiber folds, else as they are.
+  threadPerItem(
+      name + "_fold", {codes, scales, refs, folded}, blocks,
+      [&](QuantizationEmitter &e, gpu::GPUFuncOp func, Value blockIndex) {
+        ImplicitLocOpBuilder &b = e.b;
+        Value ref = memref::LoadOp::create(
+            b, func.getArgument(2),
+            ValueRange{e.divIndex(blockIndex, perFiber)});
+        Value code = e.zext(memref::LoadOp::create(b, func.getArgument(1),
+                                                   ValueRange{blockIndex}),
+                            i32);
+        Value offset = e.select(e.cmp(CmpIPredicate::sge, ref, e.c32(0)),
+                                e.sub(code, ref), e.c32(0));
+        for (int64_t v = 0; v < block / 16; ++v) {
+          Value word =
+              e.addIndex(e.mulIndex(blockIndex, e.cIndex(block / 4)),
+                         e.cIndex(4 * v));
+          Value vector = vector::LoadOp::create(
+              b, VectorType::get({4}, i32), func.getArgument(0),
+              ValueRange{word}, /*nontemporal=*/false, b.getI64IntegerAttr(16));
+          vector::StoreOp::create(b, foldCodes(e, vector, offset),
+                                  func.getArgument(3), ValueRange{word},
+                                  /*nontemporal=*/false,
+                                  b.getI64IntegerAttr(16));
+        }
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// The GEMM launch: staged buffers, a barrier a step
 //===----------------------------------------------------------------------===//
 
 Value GemmKernelLowering::stepBarrier(QuantizationEmitter &e, Value) {
@@ -800,6 +946,9 @@ namespace {
 struct OperandStaging {
   const OperandPlan *operand;
   Value codes, scales; ///< global: memref<? x i32>, memref<? x i8> (or null)
+  /// Folding plans: the folded codes (memref<? x i32>) and the fibers'
+  /// reference codes (memref<? x i32>, -1 where a fiber does not fold).
+  Value folded, foldRefs;
   int64_t rows;        ///< Rows (columns) of the block's tile it covers.
   int64_t stepK, k, threads;
   int64_t scalesAt;
@@ -808,11 +957,6 @@ struct OperandStaging {
   /// The byte offset of K-element kk of row r in the staged buffer that
   /// starts at byte `stageAt`: (stageAt, r, kk).
   std::function<Value(Value, Value, Value)> stagedByte;
-  /// Folded steps (GemmKernelLowering::foldsScales): the chip's fold of 16
-  /// staged bytes by a scale offset, and the reference code (i32) of each
-  /// of the thread's vectors' rows.
-  std::function<Value(Value, Value)> fold;
-  SmallVector<Value> refs;
 
   int64_t elementsPerVector() const { return 16 / operand->elementBytes(); }
   int64_t vectorsPerRow() const { return stepK / elementsPerVector(); }
@@ -853,31 +997,24 @@ struct OperandStaging {
     body();
   }
 
+  /// The word (of the scratch codes as i32) where the thread's vector q of
+  /// step `step` (index) starts.
+  Value wordOf(QuantizationEmitter &e, Value thread, Value step, int64_t q) {
+    auto [r, kk] = vectorAt(e, thread, q);
+    Value element =
+        e.addIndex(e.mulIndex(e.addIndex(origin, r), e.cIndex(k)),
+                   e.addIndex(e.mulIndex(step, e.cIndex(stepK)), kk));
+    return e.divIndex(element, 4 / operand->elementBytes());
+  }
   /// The thread's vectors (vector<4 x i32>) and scale codes of step `step`
-  /// (index), in flight: the codes it stages, or (folded) those of each of
-  /// its vectors' blocks.
-  SmallVector<Value> load(QuantizationEmitter &e, Value thread, Value step,
-                          bool folded) {
-    SmallVector<Value> values, blockCodes;
-    const int64_t perWord = 4 / operand->elementBytes();
-    Value k0 = e.mulIndex(step, e.cIndex(stepK));
-    for (int64_t q = 0; q < vectorsPerThread(); ++q) {
-      auto [r, kk] = vectorAt(e, thread, q);
-      Value element = e.addIndex(e.mulIndex(e.addIndex(origin, r), e.cIndex(k)),
-                                 e.addIndex(k0, kk));
+  /// (index), in flight.
+  SmallVector<Value> load(QuantizationEmitter &e, Value thread, Value step) {
+    SmallVector<Value> values;
+    for (int64_t q = 0; q < vectorsPerThread(); ++q)
       values.push_back(vector::LoadOp::create(
           e.b, VectorType::get({4}, e.i32()), codes,
-          ValueRange{e.divIndex(element, perWord)}, /*nontemporal=*/false,
+          ValueRange{wordOf(e, thread, step, q)}, /*nontemporal=*/false,
           e.b.getI64IntegerAttr(16)));
-      if (folded)
-        blockCodes.push_back(memref::LoadOp::create(
-            e.b, scales,
-            ValueRange{e.divIndex(element, operand->block())}));
-    }
-    if (folded) {
-      llvm::append_range(values, blockCodes);
-      return values;
-    }
     if (operand->scaled()) {
       const int64_t block = operand->block(), perStep = stepK / block;
       for (int64_t q = 0; q < scalesPerThread(); ++q) {
@@ -900,15 +1037,11 @@ struct OperandStaging {
   /// returns whether the thread's E8M0 scale codes are all moderate (in
   /// [127 - 45, 127 + 45]: StagedStep::moderateScales).
   Value store(QuantizationEmitter &e, Value thread, ValueRange values,
-              Value stageAt, Value words, Value bytes, bool folded) {
+              Value stageAt, Value words, Value bytes) {
     for (int64_t q = 0; q < vectorsPerThread(); ++q)
       inside(e, thread, q, vectorsPerStep(), [&] {
         auto [r, kk] = vectorAt(e, thread, q);
         Value vector = values[q];
-        if (folded)
-          vector = fold(vector,
-                        e.sub(e.zext(values[vectorsPerThread() + q], e.i32()),
-                              refs[q]));
         if (packed) {
           // Each word's four E2M1 codes (a byte each) as four nibbles.
           SmallVector<Value> halves;
@@ -932,8 +1065,6 @@ struct OperandStaging {
                                 e.b.getI64IntegerAttr(packed ? 8 : 16));
       });
     Value moderate = arith::ConstantIntOp::create(e.b, 1, 1);
-    if (folded)
-      return moderate;
     if (operand->kind == OperandKind::MX)
       for (int64_t q = 0; q < scalesPerThread(); ++q) {
         Value offset =
@@ -975,6 +1106,12 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
           {scratch + ".scales", flat(operand->count() / operand->block(), i8)});
     if (operand->kind == OperandKind::NVFP4)
       arguments.push_back({scratch + ".tensor_scale", flat(1, f32)});
+    if (foldsScales()) {
+      arguments.push_back(
+          {scratch + ".folded", flat(operand->count() / 4, i32)});
+      arguments.push_back(
+          {scratch + ".fold_refs", flat(operand->count() / k, i32)});
+    }
   }
   arguments.push_back({"result:0", flat(m * n, f32)});
   gpu::GPUFuncOp func =
@@ -1011,14 +1148,15 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     if (operand->kind == OperandKind::NVFP4)
       tensorScales[side] = memref::LoadOp::create(
           b, func.getArgument(argument++), ValueRange{e.cIndex(0)});
+    if (foldsScales()) {
+      s.folded = func.getArgument(argument++);
+      s.foldRefs = func.getArgument(argument++);
+    }
     s.rows = side == 0 ? tiling.blockM : tiling.blockN;
     s.scalesAt = side == 0 ? lhsScalesAt() : rhsScalesAt();
     s.packed = tiling.packed[side];
     s.stagedByte = [this, &e, side](Value stageAt, Value r, Value kk) {
       return stagedByte(e, stageAt, side, r, kk);
-    };
-    s.fold = [this, &e](Value vector, Value offset) {
-      return foldStagedCodes(e, vector, offset);
     };
     s.stepK = tiling.stepK;
     s.k = k;
@@ -1047,19 +1185,20 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
   step.lhsTensorScale = tensorScales[0];
   step.rhsTensorScale = tensorScales[1];
 
-  // The tile's reference codes (foldsScales): row r of the lhs tile at
-  // word refsAt + r, column c of the rhs tile at refsAt + blockM + c; and
-  // whether the tile folds (the same in every thread).
-  const int64_t refsAt = 2 * stageBytes() / 4;
+  // The tile's reference codes (foldsScales, from the fold launches): row
+  // r of the lhs tile at word refsAt + r, column c of the rhs tile at
+  // refsAt + blockM + c; and whether the tile folds (every one >= 0, the
+  // same in every thread).
+  const int64_t refsAt = stagedBuffers() * stageBytes() / 4;
   auto refIndex = [&](int side, Value row) {
     return e.addIndex(e.cIndex(refsAt + (side == 0 ? 0 : tiling.blockM)), row);
   };
   Value foldable;
   if (foldsScales()) {
+    assert(copyStaged() && "a chip that folds copies its steps asynchronously");
     Value ok = arith::ConstantIntOp::create(b, 1, 1);
     for (int side = 0; side < 2; ++side) {
       OperandStaging &s = staging[side];
-      const int64_t perRow = k / s.operand->block();
       for (int64_t q = 0; q * threads < s.rows; ++q) {
         Value r = e.addIndex(thread, e.cIndex(q * threads));
         auto guard = scf::IfOp::create(
@@ -1069,52 +1208,14 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
         {
           OpBuilder::InsertionGuard insertion(b);
           b.setInsertionPointToStart(&guard.getThenRegion().front());
-          Value first = e.mulIndex(e.addIndex(s.origin, r), e.cIndex(perRow));
-          // The row's largest and smallest code, 16 at a time where the
-          // rows allow.
-          const int64_t width = perRow % 16 == 0 ? 16 : 1;
-          SmallVector<Value> range = e.loop(
-              e.cIndex(0), e.cIndex(perRow / width),
-              {e.c32(0), e.c32(255)},
-              [&](Value v, ValueRange extremes) -> SmallVector<Value> {
-                Value at = e.addIndex(first, e.mulIndex(v, e.cIndex(width)));
-                Value largest, smallest;
-                if (width == 1) {
-                  largest = smallest = e.zext(
-                      memref::LoadOp::create(b, s.scales, ValueRange{at}), i32);
-                } else {
-                  Value codes = vector::LoadOp::create(
-                      b, VectorType::get({width}, i8), s.scales, ValueRange{at},
-                      /*nontemporal=*/false, b.getI64IntegerAttr(16));
-                  largest = e.zext(vector::ReductionOp::create(
-                                       b, vector::CombiningKind::MAXUI, codes),
-                                   i32);
-                  smallest = e.zext(vector::ReductionOp::create(
-                                        b, vector::CombiningKind::MINUI, codes),
-                                    i32);
-                }
-                return {arith::MaxUIOp::create(b, extremes[0], largest),
-                        arith::MinUIOp::create(b, extremes[1], smallest)};
-              });
-          // numerics::fiberFolds, the window's one definition.
-          using namespace numerics;
-          Value ref = e.sub(range[0], e.c32(kFoldAbove));
-          Value exponent = e.sub(ref, e.c32(127));
-          Value rowOk = arith::AndIOp::create(
-              b,
-              arith::AndIOp::create(
-                  b,
-                  e.cmp(CmpIPredicate::sle, e.sub(range[0], range[1]),
-                        e.c32(kFoldBelow + kFoldAbove)),
-                  e.cmp(CmpIPredicate::ne, range[0], e.c32(0xFF))),
-              arith::AndIOp::create(
-                  b, e.cmp(CmpIPredicate::sge, exponent, e.c32(-kFoldModerate)),
-                  e.cmp(CmpIPredicate::sle, exponent, e.c32(kFoldModerate))));
+          Value ref = memref::LoadOp::create(
+              b, s.foldRefs, ValueRange{e.addIndex(s.origin, r)});
           memref::StoreOp::create(b, ref, step.words,
                                   ValueRange{refIndex(side, r)});
-          scf::YieldOp::create(b, rowOk);
+          scf::YieldOp::create(b, e.cmp(CmpIPredicate::sge, ref, e.c32(0)));
           b.setInsertionPointToStart(&guard.getElseRegion().front());
-          scf::YieldOp::create(b, ValueRange{arith::ConstantIntOp::create(b, 1, 1)});
+          scf::YieldOp::create(
+              b, ValueRange{arith::ConstantIntOp::create(b, 1, 1)});
         }
         ok = arith::AndIOp::create(b, ok, guard.getResult(0));
       }
@@ -1123,30 +1224,22 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     assert(foldable && "folding needs a barrier that ANDs");
   }
 
-  // Step s computes on buffer s % 2 while its threads store step s + 1
-  // (loaded during step s - 1) into the other buffer and load step s + 2
-  // (the last steps reload the last: no branch); one barrier a step — the
-  // other buffer's readers (step s - 1) finished before the last one.
   const int64_t steps = k / tiling.stepK;
-  auto stageOf = [&](Value s) {
-    return e.mulIndex(arith::RemUIOp::create(b, s, e.cIndex(2)),
+  auto stageOf = [&](Value s, int64_t buffers) {
+    return e.mulIndex(arith::RemUIOp::create(b, s, e.cIndex(buffers)),
                       e.cIndex(stageBytes()));
   };
-  auto lastOr = [&](Value s, int64_t ahead) -> Value {
-    return arith::MinUIOp::create(b, e.addIndex(s, e.cIndex(ahead)),
-                                  e.cIndex(steps - 1));
-  };
-  // The K loop, folded or not: the thread's accumulators.
-  auto accumulateK = [&](bool folded) {
-    if (folded)
-      for (int side = 0; side < 2; ++side) {
-        OperandStaging &s = staging[side];
-        s.refs.clear();
-        for (int64_t q = 0; q < s.vectorsPerThread(); ++q)
-          s.refs.push_back(memref::LoadOp::create(
-              b, step.words,
-              ValueRange{refIndex(side, s.vectorAt(e, thread, q).first)}));
-      }
+  // Through registers (copyStaged() off, or a folding plan's step-by-step
+  // path): step s computes on buffer s % 2 while its threads store step
+  // s + 1 (loaded during step s - 1) into the other buffer and load step
+  // s + 2 (the last steps reload the last: no branch); one barrier a step
+  // — the other buffer's readers (step s - 1) finished before the last
+  // one. The thread's accumulators.
+  auto accumulateThroughRegisters = [&]() {
+    auto lastOr = [&](Value s, int64_t ahead) -> Value {
+      return arith::MinUIOp::create(b, e.addIndex(s, e.cIndex(ahead)),
+                                    e.cIndex(steps - 1));
+    };
     // Where each operand's share starts among a step's loaded values.
     SmallVector<size_t> loadedAt;
     auto loadStep = [&](Value s) {
@@ -1154,7 +1247,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
       loadedAt.clear();
       for (OperandStaging &operand : staging) {
         loadedAt.push_back(values.size());
-        llvm::append_range(values, operand.load(e, thread, s, folded));
+        llvm::append_range(values, operand.load(e, thread, s));
       }
       loadedAt.push_back(values.size());
       return values;
@@ -1169,7 +1262,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
             staging[side].store(e, thread,
                                 values.slice(loadedAt[side],
                                              loadedAt[side + 1] - loadedAt[side]),
-                                stageAt, step.words, step.bytes, folded));
+                                stageAt, step.words, step.bytes));
       fenceStagedStores(e);
       return moderate;
     };
@@ -1185,11 +1278,11 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
         [&](Value s, ValueRange values) -> SmallVector<Value> {
           Value moderate =
               storeStep(values.drop_front(accumulatorCount + flagCount),
-                        stageOf(e.addIndex(s, e.cIndex(1))));
+                        stageOf(e.addIndex(s, e.cIndex(1)), 2));
           SmallVector<Value> prefetched = loadStep(lastOr(s, 2));
-          step.stageAt = stageOf(s);
+          step.stageAt = stageOf(s, 2);
           step.moderateScales = flag ? values[accumulatorCount] : nullptr;
-          step.folded = folded;
+          step.folded = false;
           SmallVector<Value> next = accumulateStep(
               e, step, values.take_front(accumulatorCount));
           if (Value nextFlag = stepBarrier(e, moderate))
@@ -1200,6 +1293,53 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     results.resize(accumulatorCount);
     return results;
   };
+  // By asynchronous copies (copyStaged: bf16 codes, or the folded codes of
+  // a folding tile): steps 0 .. kCopyStages - 2 in flight before the loop;
+  // step s waits for its own copies (all but kCopyStages - 2 groups), then
+  // the chip's fence and one barrier — after which every thread's copies
+  // of step s have landed and every reader of step s - 1 has finished —
+  // then copies step s + kCopyStages - 1 into step s - 1's buffer (a group
+  // a step, empty past the last) and computes on buffer s % kCopyStages.
+  auto accumulateCopied = [&](bool folded) {
+    auto copyStep = [&](Value s) {
+      Value stageAt = stageOf(s, kCopyStages);
+      for (int side = 0; side < 2; ++side) {
+        OperandStaging &o = staging[side];
+        for (int64_t q = 0; q < o.vectorsPerThread(); ++q)
+          o.inside(e, thread, q, o.vectorsPerStep(), [&] {
+            auto [r, kk] = o.vectorAt(e, thread, q);
+            copyAsync(e, step.bytes, stagedByte(e, stageAt, side, r, kk),
+                      folded ? o.folded : o.codes, o.wordOf(e, thread, s, q));
+          });
+      }
+    };
+    for (int64_t s = 0; s < kCopyStages - 1; ++s) {
+      if (s < steps)
+        copyStep(e.cIndex(s));
+      commitCopies(e);
+    }
+    return e.loop(
+        e.cIndex(0), e.cIndex(steps), initialAccumulators(e),
+        [&](Value s, ValueRange accumulators) -> SmallVector<Value> {
+          waitCopies(e, kCopyStages - 2);
+          fenceStagedStores(e);
+          stepBarrier(e, arith::ConstantIntOp::create(b, 1, 1));
+          Value ahead = e.addIndex(s, e.cIndex(kCopyStages - 1));
+          auto guard = scf::IfOp::create(
+              b, e.cmp(CmpIPredicate::ult, ahead, e.cIndex(steps)),
+              /*withElseRegion=*/false);
+          {
+            OpBuilder::InsertionGuard insertion(b);
+            b.setInsertionPointToStart(&guard.getThenRegion().front());
+            copyStep(ahead);
+          }
+          commitCopies(e);
+          step.stageAt = stageOf(s, kCopyStages);
+          step.moderateScales = nullptr;
+          step.folded = folded;
+          return accumulateStep(e, step, accumulators);
+        });
+  };
   SmallVector<Value> results;
   if (foldable) {
     SmallVector<Type> types(initialAccumulators(e).size(), f32);
@@ -1207,13 +1347,15 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     {
       OpBuilder::InsertionGuard insertion(b);
       b.setInsertionPointToStart(&branch.getThenRegion().front());
-      scf::YieldOp::create(b, accumulateK(true));
+      scf::YieldOp::create(b, accumulateCopied(true));
       b.setInsertionPointToStart(&branch.getElseRegion().front());
-      scf::YieldOp::create(b, accumulateK(false));
+      scf::YieldOp::create(b, accumulateThroughRegisters());
     }
     results = SmallVector<Value>(branch.getResults());
+  } else if (copyStaged()) {
+    results = accumulateCopied(false);
   } else {
-    results = accumulateK(false);
+    results = accumulateThroughRegisters();
   }
   // The loop's: not for the stores below.
   step.stageAt = step.moderateScales = nullptr;

@@ -24,7 +24,16 @@
 //     instructions read step s from one buffer, step s + 1 is stored into
 //     the other and the loads of step s + 2 are in flight — one barrier a
 //     step (stepBarrier: where the chip's can, it also ANDs whether every
-//     scale code of the step is moderate, StagedStep::moderateScales);
+//     scale code of the step is moderate, StagedStep::moderateScales).
+//     Where a step needs no change on its way (bf16 codes, folded MX
+//     codes) and the chip copies asynchronously (copiesStagedAsync:
+//     sm_90a's cp.async), 16 bytes a copy go straight from global to
+//     shared memory through kCopyStages buffers, all but one in flight,
+//     with the same one barrier a step;
+//   - scale folding (foldsScales: sm_90a's MXFP4 x MXFP4): after each
+//     operand's quantization, fold launches give every fiber along K its
+//     reference code and a copy of its codes with the block scales folded
+//     in (buildFold); a tile all of whose fibers fold multiplies those;
 //   - the accumulation: K in chunks of G (the smaller scale block, or all
 //     of K for BF16 x BF16); each chunk's sum is exact when both operands
 //     are block-scaled (started from zero, scaled in fp32).
@@ -183,22 +192,38 @@ protected:
   virtual llvm::StringRef scratchEncoding(const OperandPlan &operand) const {
     return "code";
   }
-  /// Whether the chip folds the block scales into the staged codes where a
-  /// tile allows it. Each row of the block's lhs tile and each column of
-  /// its rhs tile gets a reference code ref = max - 6 over the E8M0 codes
-  /// of all of K; the tile folds when every code is within [ref - 5,
-  /// ref + 6], none is NaN and every ref is within 2^±45 of 1 (checked at
-  /// the launch's start, one barrier; else the step-by-step path). Folded,
-  /// each staged 16 bytes of codes of scale block c become, through
-  /// foldStagedCodes(vector, c - ref), the codes of their values times
-  /// 2^(c - ref), exactly; the tensor cores' sums are then the contract's
-  /// scaled sums over 2^(ref(row) + ref(col)), which the last store
-  /// multiplies back (exact: a normal fp32 power of two).
+  /// Whether the chip folds the block scales into the codes where a tile
+  /// allows it. The prologue's fold launches give each fiber along K (a
+  /// row of the lhs, a column of the rhs) a reference code ref = max - 6
+  /// over its E8M0 codes, or -1 where it does not fold (a code outside
+  /// [ref - 5, ref + 6], a NaN, or ref beyond 2^±45 of 1:
+  /// numerics::fiberFolds), and a copy of its codes where each block's 32,
+  /// through foldCodes(vector, c - ref), are the codes of their values times
+  /// 2^(c - ref), exactly. A tile whose rows and columns all fold (ANDed at
+  /// the launch's start, one barrier) stages those codes and no scales; the
+  /// tensor cores' sums are then the contract's scaled sums over
+  /// 2^(ref(row) + ref(col)), which the last store multiplies back (exact:
+  /// a normal fp32 power of two). Other tiles take the step-by-step path.
   virtual bool foldsScales() const { return false; }
-  virtual mlir::Value foldStagedCodes(QuantizationEmitter &e,
-                                      mlir::Value vector, mlir::Value offset) {
+  virtual mlir::Value foldCodes(QuantizationEmitter &e, mlir::Value vector,
+                                mlir::Value offset) {
     return vector;
   }
+  /// Whether the chip copies steps that need no change on their way into
+  /// shared memory (bf16 codes, folded MX codes: copyStaged()) straight
+  /// from global memory, asynchronously (sm_90a: cp.async), through
+  /// kCopyStages staged buffers with all but one in flight, instead of
+  /// through registers two steps ahead. copyAsync: 16 bytes from word
+  /// `wordIndex` of `global` (memref<? x i32>) to byte `byteOffset` of the
+  /// staged buffers `shared`; commitCopies closes a group of them;
+  /// waitCopies waits until at most `pending` groups are in flight.
+  virtual bool copiesStagedAsync() const { return false; }
+  virtual void copyAsync(QuantizationEmitter &e, mlir::Value shared,
+                         mlir::Value byteOffset, mlir::Value global,
+                         mlir::Value wordIndex) {}
+  virtual void commitCopies(QuantizationEmitter &e) {}
+  virtual void waitCopies(QuantizationEmitter &e, int64_t pending) {}
+  static constexpr int64_t kCopyStages = 4;
   /// The name of the matrix instruction, for the plan's description.
   virtual std::string instruction() = 0;
   /// Whether the chip reads E2M1 codes packed two per byte (its staged
@@ -273,6 +298,9 @@ private:
                                            llvm::StringRef which);
   void chooseTiling();
   void buildPrologue(mlir::OpBuilder &moduleBuilder, const OperandPlan &operand);
+  /// The fold launches of an operand (foldsScales()): its fibers'
+  /// reference codes, then its folded codes.
+  void buildFold(mlir::OpBuilder &moduleBuilder, const OperandPlan &operand);
   void buildGemm(mlir::OpBuilder &moduleBuilder);
   /// What the kernel computes, for the bundle's manifest and its checks.
   mlir::DictionaryAttr describe(mlir::Builder &b);
@@ -293,10 +321,19 @@ private:
     return rhsScalesAt() + scalesPerStep(rhs, tiling.blockN);
   }
   int64_t stageBytes() const { return (stagedBytes() + 1023) / 1024 * 1024; }
-  /// The launch's shared memory: two staged buffers, then (foldsScales())
+  /// Whether the K loop stages by asynchronous copies (copiesStagedAsync):
+  /// bf16 codes, or a folding plan's folded codes.
+  bool copyStaged() const {
+    return copiesStagedAsync() &&
+           (lhs.kind == OperandKind::BF16 || foldsScales());
+  }
+  /// Staged buffers: kCopyStages where the K loop copies asynchronously,
+  /// else two (a folding plan's step-by-step path uses the first two).
+  int64_t stagedBuffers() const { return copyStaged() ? kCopyStages : 2; }
+  /// The launch's shared memory: the staged buffers, then (foldsScales())
   /// the i32 reference codes of the tile's rows and columns.
   int64_t sharedBytes() const {
-    return 2 * stageBytes() +
+    return stagedBuffers() * stageBytes() +
            (foldsScales() ? 4 * (tiling.blockM + tiling.blockN) : 0);
   }
   int64_t scalesPerStep(const OperandPlan &operand, int64_t rows) const {

@@ -167,8 +167,32 @@ private:
   bool foldsScales() const override {
     return wgmma() && lhs.kind == OperandKind::MX;
   }
-  Value foldStagedCodes(QuantizationEmitter &e, Value vector,
-                        Value offset) override;
+  Value foldCodes(QuantizationEmitter &e, Value vector,
+                  Value offset) override;
+  /// The wgmma plans' steps go into shared memory by cp.async.cg, 16
+  /// bytes a copy (through L2 only), one commit group a step.
+  bool copiesStagedAsync() const override { return wgmma(); }
+  void copyAsync(QuantizationEmitter &e, Value shared, Value byteOffset,
+                 Value global, Value wordIndex) override {
+    auto address = [&](Value memref, Value offset, unsigned space) {
+      Value base = arith::IndexCastUIOp::create(
+          e.b, e.i64(),
+          memref::ExtractAlignedPointerAsIndexOp::create(e.b, memref));
+      return LLVM::IntToPtrOp::create(
+          e.b, LLVM::LLVMPointerType::get(e.b.getContext(), space),
+          e.add(base, arith::IndexCastUIOp::create(e.b, e.i64(), offset)));
+    };
+    NVVM::CpAsyncOp::create(
+        e.b, address(shared, byteOffset, 3),
+        address(global, e.mulIndex(wordIndex, e.cIndex(4)), 1), 16,
+        NVVM::LoadCacheModifierKind::CG, /*cpSize=*/nullptr);
+  }
+  void commitCopies(QuantizationEmitter &e) override {
+    NVVM::CpAsyncCommitGroupOp::create(e.b);
+  }
+  void waitCopies(QuantizationEmitter &e, int64_t pending) override {
+    NVVM::CpAsyncWaitGroupOp::create(e.b, pending);
+  }
   std::string instruction() override {
     const bool bf16 = lhs.kind == OperandKind::BF16;
     if (wgmma())
@@ -320,7 +344,7 @@ Value NVVMGemmLowering::scratchCode(QuantizationEmitter &e, Value code,
   return isE2M1(operand) ? widenE2M1(e, code) : code;
 }
 
-Value NVVMGemmLowering::foldStagedCodes(QuantizationEmitter &e, Value vector,
+Value NVVMGemmLowering::foldCodes(QuantizationEmitter &e, Value vector,
                                         Value offset) {
   // A nonzero byte has bit 5 or 6 set: t holds 8 in each, and w + t·d adds
   // 8d to each (no byte carries or borrows: magnitudes stay in 0x08 ..

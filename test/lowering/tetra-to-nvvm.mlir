@@ -23,15 +23,15 @@
 // CHECK-SAME: gemm = "layers.0.attn.wq.fprop"
 // CHECK-SAME: lhs = {axis = 1 : i64, block = 32 : i64, format = "e4m3", input = 0 : i64, kind = "mx", rotation = {kind = "none"}, rounding = "nearest_even", rule = "rceil", scale = "e8m0", scratch_encoding = "code", scratch_layout = "k_major"
 // CHECK-SAME: m = 64 : i64, n = 32 : i64
-// CHECK-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 64, 64>, staged_bytes = 14336 : i64, step_k = 64 : i64, threads = 64 : i64}
+// CHECK-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 64, 64>, staged_buffers = 2 : i64, staged_bytes = 14336 : i64, staging = "registers", step_k = 64 : i64, threads = 64 : i64}
 // CHECK-SAME: transpose_lhs = false, transpose_rhs = true
 // Its codes go out as i32 words, sixteen codes (16 bytes) a store.
-// CHECK: gpu.func @wq_fprop__lhs(%{{.*}}: memref<4096xf32>, %{{.*}}: memref<1024xi32>, %{{.*}}: memref<128xi8>, %{{.*}}: i64, %{{.*}}: i64) kernel
+// CHECK: gpu.func @wq_fprop__lhs(%{{.*}}: memref<4096xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<1024xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<128xi8> {llvm.align = 16 : i64}, %{{.*}}: i64, %{{.*}}: i64) kernel
 // CHECK-SAME: tetra.launch = {arguments = ["input:0", "scratch:lhs.codes", "scratch:lhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>}
 // CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<1024xi32>, vector<4xi32>
 // CHECK: gpu.func @wq_fprop__rhs
 // CHECK-SAME: arguments = ["input:1", "scratch:rhs.codes", "scratch:rhs.scales", "scalar:seed", "scalar:step"]
-// CHECK: gpu.func @wq_fprop__gemm(%{{.*}}: memref<1024xi32>, %{{.*}}: memref<128xi8>, %{{.*}}: memref<512xi32>, %{{.*}}: memref<64xi8>, %{{.*}}: memref<2048xf32>) workgroup(%{{.*}} : memref<14336xi8, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64})
+// CHECK: gpu.func @wq_fprop__gemm(%{{.*}}: memref<1024xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<128xi8> {llvm.align = 16 : i64}, %{{.*}}: memref<512xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<64xi8> {llvm.align = 16 : i64}, %{{.*}}: memref<2048xf32> {llvm.align = 16 : i64}) workgroup(%{{.*}} : memref<14336xi8, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64})
 // CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:lhs.scales", "scratch:rhs.codes", "scratch:rhs.scales", "result:0"], block = array<i64: 64, 1, 1>, grid = array<i64: 1, 1, 1>
 // Step 0 is staged before the loop (its barrier's flag carried in); each
 // iteration stores step s + 1 into the other buffer, starts the loads of
@@ -153,7 +153,7 @@ func.func @nvfp4(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 // CHECK-LABEL: gpu.module @lm_head_fprop
 // CHECK-SAME: chunk = 64 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k16.bf16"
 // CHECK-SAME: scratch = {lhs.codes = 8192 : i64, rhs.codes = 4096 : i64}
-// CHECK: gpu.func @lm_head_fprop__lhs(%{{.*}}: memref<4096xf32>, %{{.*}}: memref<2048xi32>, %{{.*}}: i64, %{{.*}}: i64)
+// CHECK: gpu.func @lm_head_fprop__lhs(%{{.*}}: memref<4096xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<2048xi32> {llvm.align = 16 : i64}, %{{.*}}: i64, %{{.*}}: i64)
 // CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<2048xi32>, vector<4xi32>
 // CHECK: gpu.func @lm_head_fprop__gemm
 // CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:rhs.codes", "result:0"]
@@ -177,45 +177,85 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // MXFP4 Fprop on a 128 x 128 tile: two warpgroups, each 64 x 128 with
 // wgmma.m64n128k32 (E2M1 codes as E4M3 bytes: every product and every sum
 // of 32 exact) reading A and B through shared-memory descriptors of the
-// staged buffer (128-byte swizzle: steps of 128, two buffers of 33792
-// bytes, then the tile's 256 reference codes: 68608 bytes within the 227
+// staged buffers (128-byte swizzle: steps of 128, four buffers of 33792
+// bytes, then the tile's 256 reference codes: 136192 bytes within the 227
 // KB of an H200 block's shared memory).
 //
-// The tile first takes each row's and column's reference code (largest
-// E8M0 code over K, minus 6: a loop over its 4 codes per side) and ANDs
-// whether it folds in the barrier that publishes them. Folded, each staged
-// 16 bytes of codes gain 8·(code - ref) in every nonzero byte (one multiply
-// per word), no scale codes are staged, and each slice's wgmma from zero
-// is one fp32 add per result: slice s + 1's wgmma is issued before slice
-// s's results are added (wait_group 1), each pinned after its wait. The
-// last store multiplies by 2^(ref(row) + ref(col)) where the tile folded.
-// Otherwise each K slice of 32 is one wgmma from zero, waited for, its 64
-// results per thread pinned after the wait and scaled in fp32 — on the
+// After each operand's quantization, two fold launches: a thread per fiber
+// (row of the K-major scratch) takes its reference code — its largest E8M0
+// code minus 6 where its codes span at most 11 binades, none is NaN and
+// the reference is within 2^±45; else -1 — and a thread per scale block
+// adds 8·(code - ref) to each nonzero byte of its 32 codes (one multiply
+// per word; an offset of 0 where the fiber does not fold) into the folded
+// copy.
+//
+// The GEMM loads its rows' and columns' references into shared memory and
+// ANDs whether all fold in the barrier that publishes them. Folded, its
+// steps are cp.async copies of the folded codes, 16 bytes each: three steps
+// in flight before the loop, then a step waits for its own copies (2 groups
+// left in flight), fences them for the tensor cores' async proxy, passes
+// one barrier and copies step s + 3 (if any) into step s - 1's buffer; each
+// slice's wgmma from zero is one fp32 add per result: slice s + 1's wgmma
+// is issued before slice s's results are added (wait_group 1), each pinned
+// after its wait. The last store multiplies by 2^(ref(row) + ref(col)) where
+// the tile folded. Otherwise the codes and scales go through registers two
+// steps ahead and each K slice of 32 is one wgmma from zero, waited for, its
+// 64 results per thread pinned after the wait and scaled in fp32 — on the
 // uniform flag's fast path one integer add and one fma each.
 // CHECK-LABEL: gpu.module @up_fprop
-// CHECK-SAME: plan = {block_tile = array<i64: 128, 128>, chunk = 32 : i64, folds_scales = true, group_tile = array<i64: 64, 128>, instruction = "wgmma.m64n128k32.f32.e4m3.e4m3", pitch = array<i64: 128, 128>, staged_bytes = 67584 : i64, step_k = 128 : i64, threads = 256 : i64}
-// CHECK: gpu.func @up_fprop__gemm
-// CHECK-SAME: workgroup(%{{.*}} : memref<68608xi8, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64})
-// CHECK-SAME: block = array<i64: 256, 1, 1>, grid = array<i64: 1, 1, 1>
-// The references: a scan of each row's codes (max, min), stored after the
-// staged buffers, and the fold flag ANDed over the block.
-// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (i32, i32)
+// CHECK-SAME: plan = {block_tile = array<i64: 128, 128>, chunk = 32 : i64, folds_scales = true, group_tile = array<i64: 64, 128>, instruction = "wgmma.m64n128k32.f32.e4m3.e4m3", pitch = array<i64: 128, 128>, staged_buffers = 4 : i64, staged_bytes = 135168 : i64, staging = "async_copy", step_k = 128 : i64, threads = 256 : i64}
+// CHECK-SAME: scratch = {lhs.codes = 16384 : i64, lhs.fold_refs = 512 : i64, lhs.folded = 16384 : i64, lhs.scales = 512 : i64
+// Every buffer argument 16-byte aligned.
+// CHECK: gpu.func @up_fprop__lhs(%{{.*}}: memref<16384xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<4096xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<512xi8> {llvm.align = 16 : i64}, %{{.*}}: i64, %{{.*}}: i64)
+// CHECK: gpu.func @up_fprop__lhs_fold_refs(
+// CHECK-SAME: arguments = ["scratch:lhs.scales", "scratch:lhs.fold_refs"], block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>
+// CHECK: scf.for {{.*}} -> (i32, i32)
 // CHECK: arith.maxui
 // CHECK: arith.minui
-// CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<17152xi32, #gpu.address_space<workgroup>>
-// CHECK: scf.for {{.*}} -> (i32, i32)
-// CHECK: %[[FOLDS:.*]] = nvvm.barrier #nvvm.reduction<and>
-// CHECK: %[[FOLD:.*]] = arith.cmpi ne, %[[FOLDS]]
-// CHECK: %[[SUMS:.*]]:64 = scf.if %[[FOLD]]
-// Folded: the staged codes shifted by their block's offset.
+// CHECK: %[[REF:.*]] = arith.subi %{{.*}}#0, %c6_i32
+// CHECK: arith.cmpi sle, %{{.*}}, %c11_i32
+// CHECK: arith.cmpi ne, %{{.*}}#0, %c255_i32
+// CHECK: arith.cmpi sge, %{{.*}}, %c-45_i32
+// CHECK: arith.cmpi sle, %{{.*}}, %c45_i32
+// CHECK: %[[OR:.*]] = arith.select %{{.*}}, %[[REF]], %c-1_i32
+// CHECK: memref.store %[[OR]]
+// CHECK: gpu.func @up_fprop__lhs_fold(
+// CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:lhs.scales", "scratch:lhs.fold_refs", "scratch:lhs.folded"], block = array<i64: 128, 1, 1>, grid = array<i64: 4, 1, 1>
+// CHECK: arith.cmpi sge, %{{.*}}, %c0_i32
+// CHECK: arith.select
+// CHECK-COUNT-2: vector.load
 // CHECK: arith.shrui %{{.*}}, %c2_i32
 // CHECK: arith.shrui %{{.*}}, %c3_i32
 // CHECK: arith.andi %{{.*}}, %c134744072_i32
 // CHECK: arith.muli
 // CHECK: vector.store
-// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
-// CHECK: nvvm.barrier #nvvm.reduction<and>
+// CHECK: gpu.func @up_fprop__rhs(
+// CHECK: gpu.func @up_fprop__rhs_fold_refs(
+// CHECK: gpu.func @up_fprop__rhs_fold(
+// CHECK: gpu.func @up_fprop__gemm
+// CHECK-SAME: workgroup(%{{.*}} : memref<136192xi8, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64})
+// CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:lhs.scales", "scratch:lhs.folded", "scratch:lhs.fold_refs", "scratch:rhs.codes", "scratch:rhs.scales", "scratch:rhs.folded", "scratch:rhs.fold_refs", "result:0"], block = array<i64: 256, 1, 1>, grid = array<i64: 1, 1, 1>
+// The references, into shared memory after the four staged buffers, and
+// the fold flag ANDed over the block.
+// CHECK: memref.load %{{.*}} : memref<128xi32>
+// CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<34048xi32, #gpu.address_space<workgroup>>
+// CHECK: arith.cmpi sge
+// CHECK: %[[FOLDS:.*]] = nvvm.barrier #nvvm.reduction<and>
+// CHECK: %[[FOLD:.*]] = arith.cmpi ne, %[[FOLDS]]
+// CHECK: %[[SUMS:.*]]:64 = scf.if %[[FOLD]]
+// Folded: steps 0 .. 2 copied before the loop (this tile has one step).
+// CHECK-COUNT-8: nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 16, cache =  cg : !llvm.ptr<3>, !llvm.ptr<1>
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// CHECK-NEXT: nvvm.cp.async.commit.group
 // CHECK: scf.for
+// CHECK: nvvm.cp.async.wait.group 2
+// CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: nvvm.barrier #nvvm.reduction<and>
+// CHECK: scf.if
+// CHECK-COUNT-8: nvvm.cp.async.shared.global
+// CHECK: nvvm.cp.async.commit.group
+// CHECK-NOT: vector.store
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK: nvvm.wgmma.mma_async %{{.*}}, %{{.*}}, %{{.*}}, <m = 64, n = 128, k = 32>, D[<f32>, <zero>], A[<e4m3>, <one>, <row>], B[<e4m3>, <one>, <col>]
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
@@ -230,9 +270,12 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // CHECK-COUNT-64: llvm.inline_asm has_side_effects "", "=f,0"
 // CHECK-COUNT-64: arith.addf
 // CHECK-NOT: math.fma
-// CHECK: nvvm.barrier #nvvm.reduction<and>
-// Not folded: the step-by-step path.
+// Not folded: the step-by-step path, through registers.
 // CHECK: } else {
+// CHECK: vector.load
+// CHECK: vector.store
+// CHECK: nvvm.fence.proxy
+// CHECK: nvvm.barrier #nvvm.reduction<and>
 // CHECK: scf.for
 // CHECK: nvvm.wgmma.mma_async
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
@@ -260,10 +303,16 @@ func.func @wgmma(%x: tensor<128x128xf32>, %w: tensor<128x128xf32>) -> tensor<128
 // -----
 
 // BF16 on a 64 x 64 tile: one warpgroup, wgmma.m64n64k16 accumulating all
-// of K (the contract's G = K) in the tensor cores' fp32: one fence, the
-// step's four K slices of 16, one commit and one wait.
+// of K (the contract's G = K) in the tensor cores' fp32: its steps copied
+// by cp.async through four staged buffers; one fence, the step's four K
+// slices of 16, one commit and one wait.
 // CHECK-LABEL: gpu.module @head_fprop
 // CHECK-SAME: group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16"
+// CHECK-SAME: staged_buffers = 4 : i64, staged_bytes = 65536 : i64, staging = "async_copy"
+// CHECK: gpu.func @head_fprop__gemm
+// CHECK: nvvm.cp.async.shared.global
+// CHECK: scf.for
+// CHECK: nvvm.cp.async.wait.group 2
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned

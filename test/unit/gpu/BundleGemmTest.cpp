@@ -31,6 +31,7 @@
 #include "runtime/numerics/BlockQuantize.h"
 #include "runtime/numerics/Formats.h"
 #include "runtime/numerics/Hadamard.h"
+#include "runtime/numerics/ScaleFolding.h"
 
 #include <gtest/gtest.h>
 
@@ -330,6 +331,34 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
                    operand.format.scaling.blockSize, 1);
         outcome.scalesEqual &= scales == expectedScales;
         EXPECT_EQ(scales, expectedScales) << name << " " << sides[side] << " scales";
+        if (kernel.scratch.count(scratch + ".fold_refs")) {
+          // The fold launches (sm_90a's scale folding): each fiber's
+          // reference code (numerics::fiberFolds) or -1, and its codes'
+          // values times 2^(code - ref) as E4M3 where it folds.
+          const int64_t fibers = operand.count() / k, perFiber = k / 32;
+          std::vector<uint8_t> refBytes = download(scratch + ".fold_refs", 4 * fibers);
+          std::vector<int32_t> refs(fibers), expectedRefs(fibers);
+          std::memcpy(refs.data(), refBytes.data(), refBytes.size());
+          std::vector<uint8_t> expectedFolded = expectedCodes;
+          for (int64_t f = 0; f < fibers; ++f) {
+            int largest = 0, smallest = 0xFF;
+            for (int64_t c = 0; c < perFiber; ++c) {
+              largest = std::max<int>(largest, expectedScales[f * perFiber + c]);
+              smallest = std::min<int>(smallest, expectedScales[f * perFiber + c]);
+            }
+            const bool folds = numerics::fiberFolds(largest, smallest);
+            expectedRefs[f] = folds ? largest - numerics::kFoldAbove : -1;
+            for (int64_t j = 0; folds && j < k; ++j) {
+              uint8_t &code = expectedFolded[f * k + j];
+              const int offset = expectedScales[f * perFiber + j / 32] - expectedRefs[f];
+              code = numerics::encodeE4M3(std::ldexp(numerics::decodeE4M3(code), offset));
+            }
+          }
+          EXPECT_EQ(refs, expectedRefs) << name << " " << sides[side] << " fold references";
+          EXPECT_EQ(download(scratch + ".folded", expectedFolded.size()), expectedFolded)
+              << name << " " << sides[side] << " folded codes";
+          outcome.codesEqual &= refs == expectedRefs;
+        }
         if (operand.kind == "nvfp4") {
           std::vector<uint8_t> tensorScale = download(scratch + ".tensor_scale", 4);
           outcome.scalesEqual &=
