@@ -569,12 +569,10 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
                 for (int64_t w = 0; w < kCodesPerStore / 4; ++w) {
                   Value word = e.c32(0);
                   for (int64_t c = 0; c < 4; ++c)
-                    word = e.bitOr(
-                        word,
-                        e.shl(e.bitAnd(scratchCode(e, group[4 * w + c], operand),
-                                       e.c32(0xFF)),
-                              e.c32(8 * c)));
-                  words.push_back(word);
+                    word = e.bitOr(word, e.shl(e.bitAnd(group[4 * w + c],
+                                                        e.c32(0xFF)),
+                                               e.c32(8 * c)));
+                  words.push_back(scratchCodes(e, word, operand));
                 }
                 Value vector = vector::FromElementsOp::create(
                     e.b, VectorType::get({kCodesPerStore / 4}, e.i32()), words);

@@ -39,7 +39,7 @@
 //     are block-scaled (started from zero, scaled in fp32).
 //
 // A target adds only its innermost matrix instruction (accumulateStep), the
-// encoding of codes in the scratch buffers (scratchCode), its staged layout
+// encoding of codes in the scratch buffers (scratchCodes), its staged layout
 // and shared-memory limit, its issuing groups (blockThreads, groupTile), the
 // fence and barrier around the staged stores, and its fragment layout
 // (storeAccumulators).
@@ -181,13 +181,14 @@ protected:
                     mlir::ValueRange accumulators,
                     llvm::function_ref<void(mlir::Value, mlir::Value,
                                             mlir::Value)> store) = 0;
-  /// An element code (i32) of a block-scaled operand on its way into the
-  /// scratch codes: the chip's encoding of codes its instructions cannot
-  /// read as they are (sm_90a: E2M1 codes as the E4M3 bytes of their
-  /// values). scratchEncoding: its name in the manifest, "code" if none.
-  virtual mlir::Value scratchCode(QuantizationEmitter &e, mlir::Value code,
-                                  const OperandPlan &operand) {
-    return code;
+  /// A word (i32) of four element codes of a block-scaled operand, one per
+  /// byte, on its way into the scratch codes: the chip's encoding of codes
+  /// its instructions cannot read as they are (sm_90a: E2M1 codes as the
+  /// E4M3 bytes of their values). scratchEncoding: its name in the
+  /// manifest, "code" if none.
+  virtual mlir::Value scratchCodes(QuantizationEmitter &e, mlir::Value word,
+                                   const OperandPlan &operand) {
+    return word;
   }
   virtual llvm::StringRef scratchEncoding(const OperandPlan &operand) const {
     return "code";

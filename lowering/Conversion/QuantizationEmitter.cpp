@@ -3,6 +3,7 @@
 #include "lowering/Conversion/QuantizationEmitter.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace tetra;
@@ -42,8 +43,56 @@ Value QuantizationEmitter::randomBits(Value seed, Value step, Value tensorId, Va
   return result;
 }
 
+Value QuantizationEmitter::encodeE2M1NearestEven(Value x, Value scaleExponent,
+                                                 const FormatConstants &format) {
+  Value bits = bitcast(x, i32());
+  Value magnitudeBits = bitAnd(bits, c32(0x7FFFFFFF));
+  // 2^-scaleExponent: a normal fp32 but for 2^-127.
+  Value powerOfTwo = select(
+      cmp(CmpIPredicate::sle, scaleExponent, c32(126)),
+      bitcast(shl(sub(c32(127), scaleExponent), c32(23)), f32()),
+      cF32Bits(0x00400000));
+  // A product below 2^-126 may round, but every such value codes to zero.
+  Value y = mulf(bitcast(magnitudeBits, f32()), powerOfTwo);
+  Value step = select(cmpf(CmpFPredicate::OLT, y, cF32(2.0f)),
+                      cF32(0x1p22f),
+                      select(cmpf(CmpFPredicate::OLT, y, cF32(4.0f)),
+                             cF32(0x1p23f), cF32(0x1p24f)));
+  Value v = subf(addf(y, step), step);
+  // v in {0, 1/2, 1, 1.5, 2, 3, 4, 6, 8, ...}: from 1 up, the code is the
+  // exponent and leading mantissa bit less those of 1/2.
+  Value code = select(cmpf(CmpFPredicate::OGE, v, cF32(1.0f)),
+                      sub(shrui(bitcast(v, i32()), c32(22)), c32(252)),
+                      select(cmpf(CmpFPredicate::OGT, v, cF32(0.0f)), c32(1),
+                             c32(0)));
+  // Beyond the largest finite value (and Inf): the overflow code.
+  code = select(cmpf(CmpFPredicate::UGT, v, cF32(format.maxFinite)),
+                c32(format.overflowCode), code);
+  Value signCode = shl(shrui(bits, c32(31)), c32(format.bits - 1));
+  Value isNaN = cmp(CmpIPredicate::ugt, magnitudeBits, c32(0x7F800000));
+  return select(isNaN, c32(format.nanCode), bitOr(signCode, code));
+}
+
+Value QuantizationEmitter::encodeBF16NearestEven(Value x,
+                                                 const FormatConstants &format) {
+  Value bits = bitcast(x, i32());
+  Value rounded = shrui(
+      add(add(bits, c32(0x7FFF)), bitAnd(shrui(bits, c32(16)), c32(1))),
+      c32(16));
+  Value isNaN =
+      cmp(CmpIPredicate::ugt, bitAnd(bits, c32(0x7FFFFFFF)), c32(0x7F800000));
+  return select(isNaN, c32(format.nanCode), rounded);
+}
+
 Value QuantizationEmitter::encode(Value x, Value scaleExponent, const FormatConstants &format,
              Rounding rounding, Value randomBits) {
+  if (rounding == Rounding::NearestEven) {
+    if (format.format == numerics::ElementFormat::E2M1)
+      return encodeE2M1NearestEven(x, scaleExponent, format);
+    if (format.format == numerics::ElementFormat::BF16 &&
+        mlir::matchPattern(scaleExponent, mlir::m_Zero()))
+      return encodeBF16NearestEven(x, format);
+  }
   Value bits = bitcast(x, i32());
   Value signCode = shl(shrui(bits, c32(31)), c32(format.bits - 1));
   Value exponentField = bitAnd(shrui(bits, c32(23)), c32(0xFF));

@@ -185,8 +185,25 @@ public:
   /// numerics::encode(x, scaleExponent, spec, rounding, randomBits): the code
   /// (i32, low `bits` bits) of x * 2^-scaleExponent. `x` is f32,
   /// `scaleExponent` i32, `randomBits` i32 (stochastic rounding only).
+  /// Nearest-even E2M1 (scaleExponent within [-127, 127], as every MX
+  /// shared exponent is) and nearest-even BF16 (scaleExponent 0) take
+  /// shorter paths with the same results: encodeE2M1NearestEven and
+  /// encodeBF16NearestEven.
   Value encode(Value x, Value scaleExponent, const FormatConstants &format,
                Rounding rounding, Value randomBits);
+  /// encode() for E2M1, nearest even, in fp32 arithmetic: y = |x| ·
+  /// 2^-scaleExponent (a power of two: exact wherever the code can be
+  /// nonzero), rounded to E2M1's grid by adding and subtracting 2^22, 2^23
+  /// or 2^24 (fp32's own nearest-even rounding onto steps of 1/2, 1 or 2),
+  /// the code read from the result's exponent and leading mantissa bit.
+  /// About a quarter of the general path's integer work (which needs 64-bit
+  /// shifts), the GPU prologue's bottleneck.
+  Value encodeE2M1NearestEven(Value x, Value scaleExponent,
+                              const FormatConstants &format);
+  /// encode() for BF16, nearest even, unscaled: the fp32 bits plus 0x7FFF
+  /// plus the kept lowest bit, shifted by 16 (carries give the next binade
+  /// or Inf, as the general path does); NaN as the format's NaN code.
+  Value encodeBF16NearestEven(Value x, const FormatConstants &format);
 
   //===--------------------------------------------------------------------===//
   // Shared exponents (runtime/numerics/BlockQuantize.cpp)

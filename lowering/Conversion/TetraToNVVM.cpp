@@ -155,8 +155,8 @@ private:
   }
   /// E2M1 codes are written to the scratch buffers as the E4M3 bytes of
   /// their values (exact), which the FP8 instructions read as they are.
-  Value scratchCode(QuantizationEmitter &e, Value code,
-                    const OperandPlan &operand) override;
+  Value scratchCodes(QuantizationEmitter &e, Value word,
+                     const OperandPlan &operand) override;
   StringRef scratchEncoding(const OperandPlan &operand) const override {
     return isE2M1(operand) ? "e4m3" : "code";
   }
@@ -339,9 +339,9 @@ Value widenE2M1(QuantizationEmitter &e, Value word) {
   return e.bitOr(e.bitOr(large, half), sign);
 }
 
-Value NVVMGemmLowering::scratchCode(QuantizationEmitter &e, Value code,
-                                    const OperandPlan &operand) {
-  return isE2M1(operand) ? widenE2M1(e, code) : code;
+Value NVVMGemmLowering::scratchCodes(QuantizationEmitter &e, Value word,
+                                     const OperandPlan &operand) {
+  return isE2M1(operand) ? widenE2M1(e, word) : word;
 }
 
 Value NVVMGemmLowering::foldCodes(QuantizationEmitter &e, Value vector,
