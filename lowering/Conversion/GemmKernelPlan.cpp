@@ -1292,15 +1292,20 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     return results;
   };
   // By asynchronous copies (copyStaged: bf16 codes, or the folded codes of
-  // a folding tile): steps 0 .. kCopyStages - 2 in flight before the loop;
-  // step s waits for its own copies (all but kCopyStages - 2 groups), then
-  // the chip's fence and one barrier — after which every thread's copies
-  // of step s have landed and every reader of step s - 1 has finished —
-  // then copies step s + kCopyStages - 1 into step s - 1's buffer (a group
-  // a step, empty past the last) and computes on buffer s % kCopyStages.
+  // a folding tile) through B = stagedBuffers() buffers, A steps ahead:
+  // A = B - 1, or B - 2 where the chip leaves a step's matrix instructions
+  // in flight into the next (it waits for them by the end of the next).
+  // Steps 0 .. A - 1 are in flight before the loop; step s waits for its
+  // own copies (all but A - 1 groups), then the chip's fence and one
+  // barrier — after which every thread's copies of step s have landed and
+  // every matrix instruction on step s + A - B has finished — then copies
+  // step s + A into that step's buffer (a group a step, empty past the
+  // last) and computes on buffer s % B.
+  const int64_t buffers = stagedBuffers(),
+                ahead = buffers - (leavesStepsInFlight() ? 2 : 1);
   auto accumulateCopied = [&](bool folded) {
     auto copyStep = [&](Value s) {
-      Value stageAt = stageOf(s, kCopyStages);
+      Value stageAt = stageOf(s, buffers);
       for (int side = 0; side < 2; ++side) {
         OperandStaging &o = staging[side];
         for (int64_t q = 0; q < o.vectorsPerThread(); ++q)
@@ -1311,7 +1316,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
           });
       }
     };
-    for (int64_t s = 0; s < kCopyStages - 1; ++s) {
+    for (int64_t s = 0; s < ahead; ++s) {
       if (s < steps)
         copyStep(e.cIndex(s));
       commitCopies(e);
@@ -1319,20 +1324,20 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     return e.loop(
         e.cIndex(0), e.cIndex(steps), initialAccumulators(e),
         [&](Value s, ValueRange accumulators) -> SmallVector<Value> {
-          waitCopies(e, kCopyStages - 2);
+          waitCopies(e, ahead - 1);
           fenceStagedStores(e);
           stepBarrier(e, arith::ConstantIntOp::create(b, 1, 1));
-          Value ahead = e.addIndex(s, e.cIndex(kCopyStages - 1));
+          Value next = e.addIndex(s, e.cIndex(ahead));
           auto guard = scf::IfOp::create(
-              b, e.cmp(CmpIPredicate::ult, ahead, e.cIndex(steps)),
+              b, e.cmp(CmpIPredicate::ult, next, e.cIndex(steps)),
               /*withElseRegion=*/false);
           {
             OpBuilder::InsertionGuard insertion(b);
             b.setInsertionPointToStart(&guard.getThenRegion().front());
-            copyStep(ahead);
+            copyStep(next);
           }
           commitCopies(e);
-          step.stageAt = stageOf(s, kCopyStages);
+          step.stageAt = stageOf(s, buffers);
           step.moderateScales = nullptr;
           step.folded = folded;
           return accumulateStep(e, step, accumulators);
@@ -1340,7 +1345,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
   };
   SmallVector<Value> results;
   if (foldable) {
-    SmallVector<Type> types(initialAccumulators(e).size(), f32);
+    SmallVector<Type> types(TypeRange(ValueRange(initialAccumulators(e))));
     auto branch = scf::IfOp::create(b, types, foldable, /*withElseRegion=*/true);
     {
       OpBuilder::InsertionGuard insertion(b);

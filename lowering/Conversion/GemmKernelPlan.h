@@ -28,8 +28,10 @@
 //     Where a step needs no change on its way (bf16 codes, folded MX
 //     codes) and the chip copies asynchronously (copiesStagedAsync:
 //     sm_90a's cp.async), 16 bytes a copy go straight from global to
-//     shared memory through kCopyStages buffers, all but one in flight,
-//     with the same one barrier a step;
+//     shared memory through kCopyStages buffers, all but one in flight
+//     (all but two where the chip's matrix instructions on a step may
+//     still run while the next step's are issued), the same one barrier a
+//     step;
 //   - scale folding (foldsScales: sm_90a's MXFP4 x MXFP4): after each
 //     operand's quantization, fold launches give every fiber along K its
 //     reference code and a copy of its codes with the block scales folded
@@ -212,18 +214,25 @@ protected:
   }
   /// Whether the chip copies steps that need no change on their way into
   /// shared memory (bf16 codes, folded MX codes: copyStaged()) straight
-  /// from global memory, asynchronously (sm_90a: cp.async), through
-  /// kCopyStages staged buffers with all but one in flight, instead of
-  /// through registers two steps ahead. copyAsync: 16 bytes from word
-  /// `wordIndex` of `global` (memref<? x i32>) to byte `byteOffset` of the
-  /// staged buffers `shared`; commitCopies closes a group of them;
-  /// waitCopies waits until at most `pending` groups are in flight.
+  /// from global memory, asynchronously (sm_90a: cp.async), instead of
+  /// through registers two steps ahead: kCopyStages staged buffers, all but
+  /// one in flight — all but two where the chip leaves a step's matrix
+  /// instructions running while the next step's are issued
+  /// (leavesStepsInFlight: sm_90a's bf16 wgmma), a buffer then refilled two
+  /// steps after its last reader rather than one. copyAsync:
+  /// 16 bytes from word `wordIndex` of `global` (memref<? x i32>) to byte
+  /// `byteOffset` of the staged buffers `shared`; commitCopies closes a
+  /// group of them; waitCopies waits until at most `pending` groups are in
+  /// flight.
   virtual bool copiesStagedAsync() const { return false; }
   virtual void copyAsync(QuantizationEmitter &e, mlir::Value shared,
                          mlir::Value byteOffset, mlir::Value global,
                          mlir::Value wordIndex) {}
   virtual void commitCopies(QuantizationEmitter &e) {}
   virtual void waitCopies(QuantizationEmitter &e, int64_t pending) {}
+  virtual bool leavesStepsInFlight() const { return false; }
+  /// Six buffers were measured slower for MXFP4 on the H200 than four
+  /// (docs/benchmarks.md, variant 11a); bf16's 128 x 256 tiles fit four.
   static constexpr int64_t kCopyStages = 4;
   /// The name of the matrix instruction, for the plan's description.
   virtual std::string instruction() = 0;
@@ -331,11 +340,14 @@ private:
   /// Staged buffers: kCopyStages where the K loop copies asynchronously,
   /// else two (a folding plan's step-by-step path uses the first two).
   int64_t stagedBuffers() const { return copyStaged() ? kCopyStages : 2; }
+  /// The i32 reference codes of the tile's rows and columns (foldsScales).
+  int64_t referenceBytes() const {
+    return foldsScales() ? 4 * (tiling.blockM + tiling.blockN) : 0;
+  }
   /// The launch's shared memory: the staged buffers, then (foldsScales())
   /// the i32 reference codes of the tile's rows and columns.
   int64_t sharedBytes() const {
-    return stagedBuffers() * stageBytes() +
-           (foldsScales() ? 4 * (tiling.blockM + tiling.blockN) : 0);
+    return stagedBuffers() * stageBytes() + referenceBytes();
   }
   int64_t scalesPerStep(const OperandPlan &operand, int64_t rows) const {
     return operand.scaled() ? rows * (tiling.stepK / operand.block()) : 0;

@@ -141,8 +141,25 @@ private:
                                      NVVM::SharedSpace::shared_cta));
   }
 
+  /// bf16 on wgmma carries its accumulators as the one wgmma fragment
+  /// (an LLVM struct), each step's group left in flight (accumulateWgmma);
+  /// everything else as f32 values.
+  bool chainsSteps() const { return wgmma() && lhs.kind == OperandKind::BF16; }
+  bool leavesStepsInFlight() const override { return chainsSteps(); }
+  Type fragmentType() {
+    MLIRContext *context = kernel.getContext();
+    return LLVM::LLVMStructType::getLiteral(
+        context, SmallVector<Type>(tilesM() * tilesN() * 4,
+                                   Float32Type::get(context)));
+  }
   SmallVector<Value> initialAccumulators(QuantizationEmitter &e) override {
-    return SmallVector<Value>(tilesM() * tilesN() * 4, e.cF32(0.0f));
+    SmallVector<Value> zeros(tilesM() * tilesN() * 4, e.cF32(0.0f));
+    if (!chainsSteps())
+      return zeros;
+    Value d = LLVM::UndefOp::create(e.b, fragmentType());
+    for (auto [r, zero] : llvm::enumerate(zeros))
+      d = LLVM::InsertValueOp::create(e.b, d, zero, r);
+    return {d};
   }
   SmallVector<Value> accumulateStep(QuantizationEmitter &e,
                                     const StagedStep &step,
@@ -372,6 +389,23 @@ NVVMGemmLowering::accumulateStep(QuantizationEmitter &e,
              : accumulateBlockScaled(e, step, accumulators);
 }
 
+/// A finished wgmma fragment's `count` values, each through an empty asm
+/// after the wait that finished it: nothing reads them before the wait.
+static SmallVector<Value> pinnedValues(QuantizationEmitter &e, Value fragment,
+                                       int64_t count) {
+  SmallVector<Value> values;
+  for (int64_t r = 0; r < count; ++r)
+    values.push_back(
+        LLVM::InlineAsmOp::create(
+            e.b, e.f32(),
+            ValueRange{LLVM::ExtractValueOp::create(e.b, fragment, r)}, "",
+            "=f,0", /*has_side_effects=*/true, /*is_align_stack=*/false,
+            LLVM::tailcallkind::TailCallKind::None,
+            /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr)
+            .getResult(0));
+  return values;
+}
+
 /// The shared-memory matrix descriptor of a swizzled K-major tile whose
 /// rows of `pitch` bytes (32, 64 or 128: the swizzle) start at shared
 /// address `start` (i64): bits 0-13 start >> 4, 16-29 the leading byte
@@ -395,8 +429,7 @@ NVVMGemmLowering::accumulateWgmma(QuantizationEmitter &e,
   MLIRContext *context = kernel.getContext();
   const bool bf16 = lhs.kind == OperandKind::BF16;
   const int64_t sliceK = bf16 ? 16 : 32; // 32 bytes of K per wgmma
-  Type fragment = LLVM::LLVMStructType::getLiteral(
-      context, SmallVector<Type>(accumulators.size(), e.f32()));
+  Type fragment = fragmentType();
   // E2M1 codes are staged widened to E4M3.
   const NVVM::WGMMATypes type =
       bf16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::e4m3;
@@ -425,33 +458,23 @@ NVVMGemmLowering::accumulateWgmma(QuantizationEmitter &e,
         NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
         NVVM::MMALayout::col, /*satfinite=*/nullptr);
   };
-  // A finished wgmma's results, each through an empty asm after the wait
-  // that finished it: nothing reads them before the wait.
   auto unpack = [&](Value d) {
-    SmallVector<Value> values;
-    for (int64_t r = 0; r < static_cast<int64_t>(accumulators.size()); ++r)
-      values.push_back(
-          LLVM::InlineAsmOp::create(
-              e.b, e.f32(),
-              ValueRange{LLVM::ExtractValueOp::create(e.b, d, r)}, "", "=f,0",
-              /*has_side_effects=*/true, /*is_align_stack=*/false,
-              LLVM::tailcallkind::TailCallKind::None,
-              /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr)
-              .getResult(0));
-    return values;
+    return pinnedValues(e, d, static_cast<int64_t>(accumulators.size()));
   };
   const int64_t slices = tiling.stepK / sliceK;
   if (bf16) {
-    // All of K in the tensor cores' fp32 accumulator (G = K).
-    Value d = LLVM::UndefOp::create(e.b, fragment);
-    for (auto [r, value] : llvm::enumerate(accumulators))
-      d = LLVM::InsertValueOp::create(e.b, d, value, r);
+    // All of K in the tensor cores' fp32 accumulator (G = K), the fragment
+    // carried from step to step: this step's group is left in flight (the
+    // next step's wgmma on the same fragment follows it in order), the
+    // previous step's waited for — its staged buffer is reused two steps
+    // on — and the last by storeAccumulators.
+    Value d = accumulators[0];
     NVVM::WgmmaFenceAlignedOp::create(e.b);
     for (int64_t slice = 0; slice < slices; ++slice)
       d = mma(slice, d, NVVM::WGMMAScaleOut::one);
     NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
-    NVVM::WgmmaWaitGroupSyncOp::create(e.b, 0);
-    return unpack(d);
+    NVVM::WgmmaWaitGroupSyncOp::create(e.b, 1);
+    return {d};
   }
   // (The accumulator input of a wgmma that starts from zero is not read.)
   Value unread = LLVM::UndefOp::create(e.b, fragment);
@@ -663,8 +686,14 @@ SmallVector<Value> NVVMGemmLowering::accumulateBF16(QuantizationEmitter &e,
 }
 
 void NVVMGemmLowering::storeAccumulators(
-    QuantizationEmitter &e, const StagedStep &step, ValueRange accumulators,
+    QuantizationEmitter &e, const StagedStep &step, ValueRange carried,
     function_ref<void(Value, Value, Value)> store) {
+  SmallVector<Value> accumulators(carried);
+  if (chainsSteps()) {
+    // The last step's group, then the fragment's values, pinned after it.
+    NVVM::WgmmaWaitGroupSyncOp::create(e.b, 0);
+    accumulators = pinnedValues(e, carried[0], tilesM() * tilesN() * 4);
+  }
   for (int64_t i = 0; i < tilesM(); ++i)
     for (int64_t j = 0; j < tilesN(); ++j)
       for (int64_t r = 0; r < 4; ++r)

@@ -194,7 +194,8 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // steps are cp.async copies of the folded codes, 16 bytes each: three steps
 // in flight before the loop, then a step waits for its own copies (2 groups
 // left in flight), fences them for the tensor cores' async proxy, passes
-// one barrier and copies step s + 3 (if any) into step s - 1's buffer; each
+// one barrier and copies step s + 3 (if any) into step s - 1's buffer (its
+// wgmmas all waited for by the end of their step); each
 // slice's wgmma from zero is one fp32 add per result: slice s + 1's wgmma
 // is issued before slice s's results are added (wait_group 1), each pinned
 // after its wait. The last store multiplies by 2^(ref(row) + ref(col)) where
@@ -304,19 +305,27 @@ func.func @wgmma(%x: tensor<128x128xf32>, %w: tensor<128x128xf32>) -> tensor<128
 
 // BF16 on a 64 x 64 tile: one warpgroup, wgmma.m64n64k16 accumulating all
 // of K (the contract's G = K) in the tensor cores' fp32: its steps copied
-// by cp.async through four staged buffers; one fence, the step's four K
-// slices of 16, one commit and one wait.
+// by cp.async through four staged buffers, two steps ahead (a buffer is
+// refilled two steps after its last reader: a step's wgmma group stays in
+// flight into the next); the fragment carried from step to step as one
+// struct, each step one fence, its four K slices of 16, one commit, and a
+// wait for the previous step's group only; the last group waited for
+// before the stores.
 // CHECK-LABEL: gpu.module @head_fprop
 // CHECK-SAME: group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16"
 // CHECK-SAME: staged_buffers = 4 : i64, staged_bytes = 65536 : i64, staging = "async_copy"
 // CHECK: gpu.func @head_fprop__gemm
 // CHECK: nvvm.cp.async.shared.global
-// CHECK: scf.for
-// CHECK: nvvm.cp.async.wait.group 2
+// CHECK: nvvm.cp.async.commit.group
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// CHECK: scf.for {{.*}} -> (!llvm.struct<(f32,
+// CHECK: nvvm.cp.async.wait.group 1
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
-// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-COUNT-32: llvm.inline_asm has_side_effects "", "=f,0"
 // CHECK-NOT: math.fma
 #bfw = #tetra.quant<bf16>
 func.func @bf16_wgmma(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>) -> tensor<64x64xf32> {
