@@ -508,7 +508,7 @@ NVVMGemmLowering::accumulateWgmma(QuantizationEmitter &e,
   // (addScaled). The next slice's wgmma waits for that: with a slice's
   // scale codes and their products live besides, two slices' results
   // would not fit the thread's 255 registers (the folded path above holds
-  // two, with no scales, at 255); the block's other warpgroup keeps the
+  // two, with no scales, at 254); the block's other warpgroup keeps the
   // tensor cores busy meanwhile.
   SmallVector<Value> acc(accumulators);
   for (int64_t slice = 0; slice < slices; ++slice) {
