@@ -2,8 +2,8 @@
 //
 // Times every GEMM kernel of an sm_90a bundle (`tetra compile`) on the GPU:
 // each operand's prologue launches (rotate + quantize; NVFP4 also its amax)
-// and the MMA launch, each launch on its own, on random inputs. A benchmark, not a test: correctness is
-// GpuBundleTests' job (tools/gpu_tests.sh).
+// and the MMA launch, each launch on its own, on random inputs. A benchmark first: the full correctness suite is
+// GpuBundleTests' (tools/gpu_tests.sh).
 //
 //   tetra-bench-gpu-gemm BUNDLE [--reps N] [--filter TEXT]
 //
@@ -13,16 +13,24 @@
 // counts 2·M·N·K for the MMA launch alone and for the whole GEMM (operand
 // launches included). For the MMA launch as the driver compiled it: its
 // registers per thread, static shared memory, local bytes per thread
-// (spills) and resident warps per SM (the occupancy).
+// (spills) and resident warps per SM (the occupancy). Then a check of the
+// MMA launch on the shapes it was timed on: 256 sampled results (the
+// corners among them) against tetra.scaled_matmul's contract
+// (numerics::contractSum) on the scratch codes and scales the prologue
+// wrote — bit for bit for MXFP4 x MXFP4, within the contract's bound
+// otherwise; a mismatch fails the benchmark.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backend/CudaBackend.h"
 #include "runtime/bundle/Bundle.h"
 #include "runtime/io/Json.h"
+#include "runtime/numerics/Formats.h"
+#include "runtime/numerics/ScaleFolding.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -69,9 +77,10 @@ int main(int argc, char **argv) {
   std::printf("%s; bundle %s (%s, policy %s), median of %d\n",
               gpu.description().c_str(), bundle.c_str(),
               compiled->model.c_str(), compiled->policy.c_str(), reps);
-  std::printf("%-28s %-6s %-22s %10s %10s %10s %9s %9s %5s %7s %6s %8s\n",
+  std::printf("%-28s %-6s %-22s %10s %10s %10s %9s %9s %5s %7s %6s %8s  %s\n",
               "kernel", "role", "M x N x K", "lhs ms", "rhs ms", "mma ms",
-              "mma TF/s", "all TF/s", "regs", "smem KB", "local", "warps/SM");
+              "mma TF/s", "all TF/s", "regs", "smem KB", "local", "warps/SM",
+              "check");
   // One pool of random inputs (normal, from a fixed seed), drawn once and
   // reused by every kernel: drawing each operand afresh costs the host more
   // than all the timed launches together.
@@ -172,17 +181,103 @@ int main(int argc, char **argv) {
         used = *found;
       }
     }
+    // The sampled check (see the header).
+    std::string checked;
+    {
+      struct Side {
+        std::vector<float> values; ///< [rows][k], dequantized
+        std::vector<bool> exact;   ///< per row: sums exactly
+      } sides[2];
+      bool mxfp4 = true;
+      for (int side = 0; side < 2; ++side) {
+        const std::string name = side == 0 ? "lhs" : "rhs";
+        const io::JsonValue &operand = computes.get(name);
+        const int64_t rows = side == 0 ? m : n;
+        const bool bf16 = operand.get("kind").asString() == "bf16";
+        mxfp4 &= operand.get("kind").asString() == "mx" &&
+                 operand.get("format").asString() == "e2m1";
+        std::vector<uint8_t> codes(rows * k * (bf16 ? 2 : 1));
+        if (!gpu.copyToHost(codes.data(), buffers["scratch:" + name + ".codes"],
+                            codes.size()))
+          return fail("cannot download the codes of " + kernel.name);
+        std::vector<uint8_t> scales;
+        if (!bf16) {
+          scales.resize(rows * k / 32);
+          if (operand.get("kind").asString() != "mx" ||
+              operand.get("scratch_encoding").asString() != "e4m3" ||
+              !gpu.copyToHost(scales.data(), buffers["scratch:" + name + ".scales"],
+                              scales.size()))
+            return fail("the check reads bf16 or MX codes as E4M3 bytes (" +
+                        kernel.name + ")");
+        }
+        if (!gpu.synchronize())
+          return fail("cannot download the operands of " + kernel.name);
+        Side &s = sides[side];
+        s.values.resize(rows * k);
+        s.exact.assign(rows, false);
+        for (int64_t r = 0; r < rows; ++r) {
+          int largest = 0, smallest = 0xFF;
+          for (int64_t i = 0; i < k; ++i) {
+            float value;
+            if (bf16) {
+              uint32_t bits = uint32_t(codes[2 * (r * k + i)]) |
+                              uint32_t(codes[2 * (r * k + i) + 1]) << 8;
+              bits <<= 16;
+              std::memcpy(&value, &bits, 4);
+            } else {
+              const int scale = scales[(r * k + i) / 32];
+              largest = std::max(largest, scale);
+              smallest = std::min(smallest, scale);
+              value = numerics::decodeE4M3(codes[r * k + i]) *
+                      std::ldexp(1.0f, scale - 127);
+            }
+            s.values[r * k + i] = value;
+          }
+          s.exact[r] = !bf16 && k <= numerics::kExactMaxK &&
+                       numerics::fiberSumsExactly(largest, smallest);
+        }
+      }
+      std::vector<float> result(m * n);
+      if (!gpu.copyToHost(result.data(), buffers["result:0"], result.size() * 4) ||
+          !gpu.synchronize())
+        return fail("cannot download the result of " + kernel.name);
+      const int64_t chunk = computes.get("plan").get("chunk").asInt64();
+      const double unit = std::ldexp(1.0, -24), g = chunk + k / chunk + 2;
+      const double gamma = g * unit / (1 - g * unit);
+      std::mt19937_64 random(7);
+      int samples = 0, good = 0;
+      for (int i = 0; i < 256; ++i) {
+        const int64_t row = i < 4 ? (i & 1) * (m - 1) : random() % m;
+        const int64_t col = i < 4 ? (i >> 1) * (n - 1) : random() % n;
+        const float *a = &sides[0].values[row * k], *b = &sides[1].values[col * k];
+        const bool exact = mxfp4 && sides[0].exact[row] && sides[1].exact[col];
+        const float expected = numerics::contractSum(a, 1, b, 1, k, chunk, exact);
+        const float got = result[row * n + col];
+        double magnitude = 0;
+        for (int64_t j = 0; j < k; ++j)
+          magnitude += std::fabs(double(a[j]) * b[j]);
+        ++samples;
+        good += mxfp4 ? std::memcmp(&got, &expected, 4) == 0
+                      : std::fabs(double(got) - expected) <= 2 * gamma * magnitude;
+      }
+      checked = std::to_string(good) + "/" + std::to_string(samples) +
+                (mxfp4 ? " bit-exact" : " in bound");
+      if (good != samples) {
+        std::printf("%s: %s\n", kernel.name.c_str(), checked.c_str());
+        return fail(kernel.name + ": the MMA launch does not compute the contract");
+      }
+    }
     double flops = 2.0 * m * n * k;
     double all = medians[0] + medians[1] + medians[2];
     char shape[64];
     std::snprintf(shape, sizeof(shape), "%lld x %lld x %lld", (long long)m,
                   (long long)n, (long long)k);
-    std::printf("%-28s %-6s %-22s %10.3f %10.3f %10.3f %9.2f %9.2f %5d %7.1f %6d %8d\n",
+    std::printf("%-28s %-6s %-22s %10.3f %10.3f %10.3f %9.2f %9.2f %5d %7.1f %6d %8d  %s\n",
                 name.substr(0, 28).c_str(), computes.get("role").asString().c_str(),
                 shape, medians[0], medians[1], medians[2],
                 flops / (medians[2] * 1e9), flops / (all * 1e9), used.registers,
                 used.staticSharedBytes / 1024.0, used.localBytes,
-                used.blocksPerSM * warpsPerBlock);
+                used.blocksPerSM * warpsPerBlock, checked.c_str());
     for (auto &[key, buffer] : buffers)
       (void)gpu.free(buffer);
     (void)gpu.unloadModule(*module);

@@ -74,11 +74,22 @@ def Tetra_ScaledMatmulOp : Tetra_Op<"scaled_matmul",
        reproduces the result bit for bit; for MXFP4 × MXFP4 every chunk's
        partial sum is exact in fp32 (unless it underflows), whatever the
        order inside the chunk.
+    4. **Exact sums** (MXFP4 × MXFP4 only, K ≤ 131072): a fiber along K —
+       row m of op(lhs), column n of op(rhs) — *sums exactly* when its
+       E8M0 scale codes lie within 3 binades (largest − smallest ≤ 3),
+       none is NaN, and ref = largest − 3 is within 2^±45 of 1
+       (`numerics::fiberSumsExactly`). Where row m and column n both do,
+       `result[m][n]` is instead the exact Σₖ a[m][k] · b[k][n] rounded
+       once to fp32 (nearest even): every value of such a fiber is an
+       integer (2 · E2M1 · 2^(code − ref), at most 96) times 2^(ref − 128),
+       so integer tensor cores sum the pair exactly (sm_90a: s8 `wgmma`
+       into s32), with no fp32 add per chunk. Every other result is step
+       3's. `numerics::contractSum` is this definition in C++.
 
     The error against the exact product of the dequantized values is at
     most γ(G + K/G + 2) · Σₖ |a[m][k]| · |b[k][n]|, γ(n) = n·u / (1 − n·u),
     u = 2^-24 (the +2 covers the two roundings of NVFP4's dequantization and
-    the product's).
+    the product's); an exact sum's is at most u · |Σₖ a[m][k] · b[k][n]|.
   }];
   let arguments = (ins
     Tetra_GemmOperand:$lhs,

@@ -6,8 +6,9 @@ There is no MI355X here, so this is an *estimate*, never a measurement:
   tools/gfx950_estimate.py BUNDLE [--llvm-mca PATH]
 
 For every kernel of a `tetra compile --target=gfx950` bundle it takes the GEMM
-launch's K loop (one staged step of `step_k` per iteration) from the kernel's
-assembly and feeds it to llvm-mca's gfx950 model (`-mcpu=gfx950`). A step of
+launch's K loops (one staged step of `step_k` per iteration: the chunked pass,
+and for MXFP4 x MXFP4 the exact pass too) from the kernel's assembly and feeds
+each to llvm-mca's gfx950 model (`-mcpu=gfx950`). A step of
 one wave costs, in cycles of its SIMD, the largest of
   - issue:  the loop's instructions (a SIMD issues about one a cycle for its
             waves), from llvm-mca's block throughput;
@@ -42,18 +43,35 @@ def mfma_cycles(instruction, element):
     return macs[shape] / per_cycle
 
 
-def loop_of(assembly, function):
-    """The instructions of `function`'s K loop: from its first basic block
-    to its last, the block the loop exits to (the launch's prologue before
-    the first label and its epilogue after the last left out)."""
+def loops_of(assembly, function):
+    """The K loops of `function`: a block that a later branch jumps back
+    to, from its label to that branch, with MFMAs in it — the chunked
+    pass's and, for MXFP4 x MXFP4, the exact pass's (its MFMA sums go to
+    integers: v_cvt_i32_f32). A list of (pass, instructions)."""
     body = assembly.split("\n" + function + ":", 1)[1].split(".Lfunc_end", 1)[0]
     lines = body.splitlines()
-    labels = [i for i, l in enumerate(lines) if re.match(r"^\.LBB\d+_\d+:", l)]
-    if len(labels) < 2:
-        return []
-    first, last = labels[0], labels[-1]
-    return [l for l in lines[first:last]
-            if l.strip() and not l.startswith(".") and not l.strip().startswith(";")]
+    at = {}
+    found = []
+    for i, line in enumerate(lines):
+        label = re.match(r"^(\.LBB\d+_\d+):", line)
+        if label:
+            at[label.group(1)] = i
+        branch = re.search(r"\bs_c?branch\w*\s+(\.LBB\d+_\d+)", line)
+        if branch and branch.group(1) in at:
+            loop = [l for l in lines[at[branch.group(1)]:i + 1]
+                    if l.strip() and not l.startswith(".")
+                    and not l.strip().startswith(";")]
+            if any("v_mfma" in l for l in loop):
+                exact = any("v_cvt_i32_f32" in l for l in loop)
+                found.append(("exact" if exact else "chunked", loop))
+    # Branches that jump back from further on enclose the K loop (the
+    # launch's structure around it): each pass's innermost.
+    innermost = {}
+    for name, loop in found:
+        if name not in innermost or len(loop) < len(innermost[name]):
+            innermost[name] = loop
+    return [(name, innermost[name]) for name in ("chunked", "exact")
+            if name in innermost]
 
 
 ITERATIONS = 10  # llvm-22's mca can take minutes on some loops at 100
@@ -99,9 +117,9 @@ def main(argv):
                  "not gfx950")
     print("ESTIMATE (llvm-mca's gfx950 model and AMD's published MI355X rates; "
           "no MI355X was run)")
-    header = (f"{'kernel':<28} {'M x N x K':<22} {'instr':>5} {'mfma':>4} "
-              f"{'mca 1 wave':>10} {'waves':>5} {'cycles':>7} {'bound':<7} "
-              f"{'TFLOP/s':>8} {'of peak':>7}")
+    header = (f"{'kernel':<28} {'M x N x K':<22} {'pass':<7} {'instr':>5} "
+              f"{'mfma':>4} {'mca 1 wave':>10} {'waves':>5} {'cycles':>7} "
+              f"{'bound':<7} {'TFLOP/s':>8} {'of peak':>7}")
     print(header)
     for kernel in manifest["kernels"]:
         computes = kernel["computes"]
@@ -110,30 +128,32 @@ def main(argv):
                     if r["function"].endswith("__gemm"))
         with open(os.path.join(bundle, kernel["name"] + ".s")) as f:
             assembly = f.read()
-        loop = loop_of(assembly, gemm["function"])
-        mfmas = sum(1 for l in loop if "v_mfma" in l)
-        if not loop or mfmas == 0:
+        loops = loops_of(assembly, gemm["function"])
+        if not loops:
             sys.exit(f"gfx950_estimate: {kernel['name']}: no K loop with MFMAs "
                      "in its GEMM launch")
-        timed = mca(llvm_mca, loop, kernel["name"])
         shape = f"{computes['m']} x {computes['n']} x {computes['k']}"
-        if timed is None:
-            print(f"{kernel['name'][:28]:<28} {shape:<22} {len(loop):>5} {mfmas:>4} "
-                  f"(no estimate: llvm-mca gave no result in {MCA_SECONDS} s)")
-            continue
-        single, issue = timed
-        formats = [computes[s]["format"] for s in ("lhs", "rhs")]
-        element = "bf16" if "bf16" in formats else (
-            "e4m3" if any(f != "e2m1" for f in formats) else "e2m1")
-        mfma = mfmas * mfma_cycles(plan["instruction"], element)
-        waves = max(1, gemm["waves_per_simd"])
-        bounds = {"issue": issue, "mfma": mfma, "latency": single / waves}
-        bound = max(bounds, key=bounds.get)
-        cycles = bounds[bound]
-        flops = 2 * 32 * 32 * plan["step_k"] / cycles * SIMDS * CUS * CLOCK
-        print(f"{kernel['name'][:28]:<28} {shape:<22} {len(loop):>5} {mfmas:>4} "
-              f"{single:>10.1f} {waves:>5} {cycles:>7.1f} {bound:<7} "
-              f"{flops / 1e12:>8.1f} {100 * flops / 1e12 / PEAK[element]:>6.1f}%")
+        for name, loop in loops:
+            mfmas = sum(1 for l in loop if "v_mfma" in l)
+            row = (f"{kernel['name'][:28]:<28} {shape:<22} {name:<7} "
+                   f"{len(loop):>5} {mfmas:>4} ")
+            timed = mca(llvm_mca, loop, kernel["name"])
+            if timed is None:
+                print(row + f"(no estimate: llvm-mca gave no result in "
+                      f"{MCA_SECONDS} s)")
+                continue
+            single, issue = timed
+            formats = [computes[s]["format"] for s in ("lhs", "rhs")]
+            element = "bf16" if "bf16" in formats else (
+                "e4m3" if any(f != "e2m1" for f in formats) else "e2m1")
+            mfma = mfmas * mfma_cycles(plan["instruction"], element)
+            waves = max(1, gemm["waves_per_simd"])
+            bounds = {"issue": issue, "mfma": mfma, "latency": single / waves}
+            bound = max(bounds, key=bounds.get)
+            cycles = bounds[bound]
+            flops = 2 * 32 * 32 * plan["step_k"] / cycles * SIMDS * CUS * CLOCK
+            print(row + f"{single:>10.1f} {waves:>5} {cycles:>7.1f} {bound:<7} "
+                  f"{flops / 1e12:>8.1f} {100 * flops / 1e12 / PEAK[element]:>6.1f}%")
 
 
 if __name__ == "__main__":

@@ -154,6 +154,14 @@ void GemmKernelLowering::chooseTiling() {
   t.threads = blockThreads();
 }
 
+bool GemmKernelLowering::sumsExactly() const {
+  auto mxfp4 = [](const OperandPlan &operand) {
+    return operand.kind == OperandKind::MX && operand.block() == 32 &&
+           operand.quant.getFormat() == ElementFormat::E2M1;
+  };
+  return mxfp4(lhs) && mxfp4(rhs) && k <= numerics::kExactMaxK;
+}
+
 LogicalResult GemmKernelLowering::lower(ModuleOp module) {
   kernel.getBody().walk([&](ScaledMatmulOp found) { matmul = found; });
   if (!matmul)
@@ -205,7 +213,7 @@ LogicalResult GemmKernelLowering::lower(ModuleOp module) {
   OpBuilder inner = OpBuilder::atBlockBegin(gpuModule.getBody());
   for (const OperandPlan *operand : {&lhs, &rhs}) {
     buildPrologue(inner, *operand);
-    if (foldsScales())
+    if (foldsScales() || sumsExactly())
       buildFold(inner, *operand);
   }
   buildGemm(inner);
@@ -293,8 +301,12 @@ DictionaryAttr GemmKernelLowering::describe(Builder &b) {
       add("fold_refs", 4 * operand->count() / k);
       add("folded", operand->count());
     }
+    if (sumsExactly())
+      add("exact_refs", 4 * operand->count() / k);
+    if (sumsExactly() && copyStaged())
+      add("exact", operand->count());
   }
-  DictionaryAttr plan = b.getDictionaryAttr({
+  SmallVector<NamedAttribute> planFields = {
       b.getNamedAttr("block_tile",
                      b.getDenseI64ArrayAttr({tiling.blockM, tiling.blockN})),
       b.getNamedAttr("group_tile", b.getDenseI64ArrayAttr(groupTile())),
@@ -310,7 +322,12 @@ DictionaryAttr GemmKernelLowering::describe(Builder &b) {
                                   {tiling.pitch[0], tiling.pitch[1]})),
       b.getNamedAttr("instruction", b.getStringAttr(instruction())),
       b.getNamedAttr("folds_scales", b.getBoolAttr(foldsScales())),
-  });
+      b.getNamedAttr("sums_exactly", b.getBoolAttr(sumsExactly())),
+  };
+  if (sumsExactly())
+    planFields.push_back(b.getNamedAttr("exact_instruction",
+                                        b.getStringAttr(exactInstruction())));
+  DictionaryAttr plan = b.getDictionaryAttr(planFields);
   return b.getDictionaryAttr({
       b.getNamedAttr("gemm", b.getStringAttr(gemmName(kernel))),
       b.getNamedAttr("role", b.getStringAttr(matmul.getRole()
@@ -742,19 +759,34 @@ void GemmKernelLowering::buildFold(OpBuilder &moduleBuilder,
   const std::string scratch = "scratch:" + operand.side;
   const int64_t count = operand.count(), block = operand.block();
   const int64_t fibers = count / k, perFiber = k / block, blocks = count / block;
-  const std::pair<std::string, Type> codes = {scratch + ".codes",
-                                              flat(count / 4, i32)},
-                                     scales = {scratch + ".scales",
-                                               flat(blocks, i8)},
-                                     refs = {scratch + ".fold_refs",
-                                             flat(fibers, i32)},
-                                     folded = {scratch + ".folded",
-                                               flat(count / 4, i32)};
-  // A launch of a thread per item below `items`, each running `body`.
+  using Buffer = std::pair<std::string, Type>;
+  const Buffer codes = {scratch + ".codes", flat(count / 4, i32)},
+               scales = {scratch + ".scales", flat(blocks, i8)},
+               refs = {scratch + ".fold_refs", flat(fibers, i32)},
+               folded = {scratch + ".folded", flat(count / 4, i32)},
+               exactRefs = {scratch + ".exact_refs", flat(fibers, i32)},
+               exact = {scratch + ".exact", flat(count / 4, i32)};
+  // Exact integers where the exact pass copies them (copyStaged); else it
+  // reads the codes and scales and only the references are needed.
+  const bool folds = foldsScales(), exacts = sumsExactly(),
+             integers = exacts && copyStaged();
+  // The launches' arguments: the fold's, then the exact sums'.
+  auto pick = [&](std::initializer_list<Buffer> always,
+                  std::initializer_list<Buffer> folding,
+                  std::initializer_list<Buffer> exactly) {
+    SmallVector<Buffer> buffers(always);
+    if (folds)
+      buffers.append(folding);
+    if (exacts)
+      buffers.append(exactly);
+    return buffers;
+  };
+  // A launch of a thread per item below `items`, each running `body` with
+  // its arguments by name.
   auto threadPerItem = [&](const std::string &launch,
-                           ArrayRef<std::pair<std::string, Type>> arguments,
-                           int64_t items,
-                           function_ref<void(QuantizationEmitter &, gpu::GPUFuncOp,
+                           ArrayRef<Buffer> arguments, int64_t items,
+                           function_ref<void(QuantizationEmitter &,
+                                             function_ref<Value(const Buffer &)>,
                                              Value)>
                                body) {
     gpu::GPUFuncOp func = createLaunch(
@@ -774,16 +806,24 @@ void GemmKernelLowering::buildFold(OpBuilder &moduleBuilder,
     {
       OpBuilder::InsertionGuard insertion(b);
       b.setInsertionPointToStart(&guard.getThenRegion().front());
-      body(e, func, item);
+      auto argument = [&](const Buffer &buffer) -> Value {
+        for (auto [i, candidate] : llvm::enumerate(arguments))
+          if (candidate.first == buffer.first)
+            return func.getArgument(i);
+        llvm_unreachable("not an argument of the launch");
+      };
+      body(e, argument, item);
     }
     gpu::ReturnOp::create(b);
   };
 
   // A thread per fiber: its largest and smallest code (16 at a time where
-  // the fiber allows), and its reference code where it folds, else -1.
+  // the fiber allows), and its reference codes where it folds (sums
+  // exactly), else -1.
   threadPerItem(
-      name + "_fold_refs", {scales, refs}, fibers,
-      [&](QuantizationEmitter &e, gpu::GPUFuncOp func, Value fiber) {
+      name + "_fold_refs", pick({scales}, {refs}, {exactRefs}), fibers,
+      [&](QuantizationEmitter &e, function_ref<Value(const Buffer &)> argument,
+          Value fiber) {
         ImplicitLocOpBuilder &b = e.b;
         Value first = e.mulIndex(fiber, e.cIndex(perFiber));
         const int64_t width = perFiber % 16 == 0 ? 16 : 1;
@@ -794,12 +834,11 @@ void GemmKernelLowering::buildFold(OpBuilder &moduleBuilder,
               Value largest, smallest;
               if (width == 1) {
                 largest = smallest = e.zext(
-                    memref::LoadOp::create(b, func.getArgument(0),
-                                           ValueRange{at}),
+                    memref::LoadOp::create(b, argument(scales), ValueRange{at}),
                     i32);
               } else {
                 Value codes = vector::LoadOp::create(
-                    b, VectorType::get({width}, i8), func.getArgument(0),
+                    b, VectorType::get({width}, i8), argument(scales),
                     ValueRange{at}, /*nontemporal=*/false,
                     b.getI64IntegerAttr(16));
                 largest = e.zext(vector::ReductionOp::create(
@@ -812,49 +851,62 @@ void GemmKernelLowering::buildFold(OpBuilder &moduleBuilder,
               return {arith::MaxUIOp::create(b, extremes[0], largest),
                       arith::MinUIOp::create(b, extremes[1], smallest)};
             });
-        // numerics::fiberFolds, the window's one definition.
+        // numerics::fiberFolds and fiberSumsExactly, the windows' one
+        // definition.
         using namespace numerics;
-        Value ref = e.sub(range[0], e.c32(kFoldAbove));
-        Value exponent = e.sub(ref, e.c32(127));
-        Value folds = arith::AndIOp::create(
-            b,
-            arith::AndIOp::create(
-                b,
-                e.cmp(CmpIPredicate::sle, e.sub(range[0], range[1]),
-                      e.c32(kFoldBelow + kFoldAbove)),
-                e.cmp(CmpIPredicate::ne, range[0], e.c32(0xFF))),
-            arith::AndIOp::create(
-                b, e.cmp(CmpIPredicate::sge, exponent, e.c32(-kFoldModerate)),
-                e.cmp(CmpIPredicate::sle, exponent, e.c32(kFoldModerate))));
-        memref::StoreOp::create(b, e.select(folds, ref, e.c32(-1)),
-                                func.getArgument(1), ValueRange{fiber});
+        auto reference = [&](int64_t above, int64_t spread) {
+          return e.fiberReference(range[0], range[1], above, spread);
+        };
+        if (folds)
+          memref::StoreOp::create(b, reference(kFoldAbove, kFoldBelow + kFoldAbove),
+                                  argument(refs), ValueRange{fiber});
+        if (exacts)
+          memref::StoreOp::create(b, reference(kExactSpread, kExactSpread),
+                                  argument(exactRefs), ValueRange{fiber});
       });
 
   // A thread per scale block: its codes folded by code - ref where its
-  // fiber folds, else as they are.
+  // fiber folds, else as they are; and as integers by code - ref where its
+  // fiber sums exactly (else by 0: results the exact pass never stores).
+  if (!folds && !integers)
+    return;
   threadPerItem(
-      name + "_fold", {codes, scales, refs, folded}, blocks,
-      [&](QuantizationEmitter &e, gpu::GPUFuncOp func, Value blockIndex) {
+      name + "_fold",
+      pick({codes, scales}, {refs, folded},
+           integers ? std::initializer_list<Buffer>{exactRefs, exact}
+                    : std::initializer_list<Buffer>{}),
+      blocks,
+      [&](QuantizationEmitter &e, function_ref<Value(const Buffer &)> argument,
+          Value blockIndex) {
         ImplicitLocOpBuilder &b = e.b;
-        Value ref = memref::LoadOp::create(
-            b, func.getArgument(2),
-            ValueRange{e.divIndex(blockIndex, perFiber)});
-        Value code = e.zext(memref::LoadOp::create(b, func.getArgument(1),
+        Value code = e.zext(memref::LoadOp::create(b, argument(scales),
                                                    ValueRange{blockIndex}),
                             i32);
-        Value offset = e.select(e.cmp(CmpIPredicate::sge, ref, e.c32(0)),
-                                e.sub(code, ref), e.c32(0));
+        Value fiber = e.divIndex(blockIndex, perFiber);
+        auto offsetFrom = [&](const Buffer &references) {
+          Value ref =
+              memref::LoadOp::create(b, argument(references), ValueRange{fiber});
+          return e.select(e.cmp(CmpIPredicate::sge, ref, e.c32(0)),
+                          e.sub(code, ref), e.c32(0));
+        };
+        Value foldBy = folds ? offsetFrom(refs) : nullptr;
+        Value exactBy = integers ? offsetFrom(exactRefs) : nullptr;
         for (int64_t v = 0; v < block / 16; ++v) {
           Value word =
               e.addIndex(e.mulIndex(blockIndex, e.cIndex(block / 4)),
                          e.cIndex(4 * v));
           Value vector = vector::LoadOp::create(
-              b, VectorType::get({4}, i32), func.getArgument(0),
-              ValueRange{word}, /*nontemporal=*/false, b.getI64IntegerAttr(16));
-          vector::StoreOp::create(b, foldCodes(e, vector, offset),
-                                  func.getArgument(3), ValueRange{word},
-                                  /*nontemporal=*/false,
-                                  b.getI64IntegerAttr(16));
+              b, VectorType::get({4}, i32), argument(codes), ValueRange{word},
+              /*nontemporal=*/false, b.getI64IntegerAttr(16));
+          auto store = [&](Value value, const Buffer &into) {
+            vector::StoreOp::create(b, value, argument(into), ValueRange{word},
+                                    /*nontemporal=*/false,
+                                    b.getI64IntegerAttr(16));
+          };
+          if (folds)
+            store(foldCodes(e, vector, foldBy), folded);
+          if (integers)
+            store(exactCodes(e, vector, exactBy), exact);
         }
       });
 }
@@ -947,6 +999,8 @@ struct OperandStaging {
   /// Folding plans: the folded codes (memref<? x i32>) and the fibers'
   /// reference codes (memref<? x i32>, -1 where a fiber does not fold).
   Value folded, foldRefs;
+  /// Exact sums (sumsExactly): the integer codes and the exact references.
+  Value exact, exactRefs;
   int64_t rows;        ///< Rows (columns) of the block's tile it covers.
   int64_t stepK, k, threads;
   int64_t scalesAt;
@@ -1110,6 +1164,12 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
       arguments.push_back(
           {scratch + ".fold_refs", flat(operand->count() / k, i32)});
     }
+    if (sumsExactly() && copyStaged())
+      arguments.push_back(
+          {scratch + ".exact", flat(operand->count() / 4, i32)});
+    if (sumsExactly())
+      arguments.push_back(
+          {scratch + ".exact_refs", flat(operand->count() / k, i32)});
   }
   arguments.push_back({"result:0", flat(m * n, f32)});
   gpu::GPUFuncOp func =
@@ -1133,6 +1193,28 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
   ImplicitLocOpBuilder b(matmul.getLoc(), context);
   b.setInsertionPointToStart(&entry);
   QuantizationEmitter e(b);
+  // The block's tile: in row order (block x, y: tile column x of tile row
+  // y), or, where the rhs is larger than kL2Budget bytes, in grouped order
+  // — the blocks launched one after the other (x fastest) walk down
+  // kTileGroup tile rows, then on to the next tile column, so that the
+  // blocks resident at once share their rows of the lhs and their columns
+  // of the rhs in L2 (a 14336 x 4096 rhs of 8B's MLP does not fit L2 in
+  // row order; docs/benchmarks.md, variant 12).
+  Value tileOf[2] = {gpu::BlockIdOp::create(b, gpu::Dimension::y),
+                     gpu::BlockIdOp::create(b, gpu::Dimension::x)};
+  if (n * k * rhs.elementBytes() > kL2Budget) {
+    const int64_t tilesM = m / tiling.blockM, tilesN = n / tiling.blockN;
+    Value linear = e.addIndex(e.mulIndex(tileOf[0], e.cIndex(tilesN)), tileOf[1]);
+    Value perGroup = e.cIndex(kTileGroup * tilesN);
+    Value group = arith::DivUIOp::create(b, linear, perGroup);
+    Value firstRow = e.mulIndex(group, e.cIndex(kTileGroup));
+    Value rows = arith::MinUIOp::create(
+        b, arith::SubIOp::create(b, e.cIndex(tilesM), firstRow),
+        e.cIndex(kTileGroup));
+    Value inGroup = arith::RemUIOp::create(b, linear, perGroup);
+    tileOf[0] = e.addIndex(firstRow, arith::RemUIOp::create(b, inGroup, rows));
+    tileOf[1] = arith::DivUIOp::create(b, inGroup, rows);
+  }
   unsigned argument = 0;
   OperandStaging staging[2];
   Value tensorScales[2];
@@ -1150,6 +1232,10 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
       s.folded = func.getArgument(argument++);
       s.foldRefs = func.getArgument(argument++);
     }
+    if (sumsExactly() && copyStaged())
+      s.exact = func.getArgument(argument++);
+    if (sumsExactly())
+      s.exactRefs = func.getArgument(argument++);
     s.rows = side == 0 ? tiling.blockM : tiling.blockN;
     s.scalesAt = side == 0 ? lhsScalesAt() : rhsScalesAt();
     s.packed = tiling.packed[side];
@@ -1159,10 +1245,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     s.stepK = tiling.stepK;
     s.k = k;
     s.threads = threads;
-    s.origin = e.mulIndex(
-        gpu::BlockIdOp::create(b, side == 0 ? gpu::Dimension::y
-                                            : gpu::Dimension::x),
-        e.cIndex(s.rows));
+    s.origin = e.mulIndex(tileOf[side], e.cIndex(s.rows));
   }
   Value out = func.getArgument(argument);
 
@@ -1183,43 +1266,89 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
   step.lhsTensorScale = tensorScales[0];
   step.rhsTensorScale = tensorScales[1];
 
-  // The tile's reference codes (foldsScales, from the fold launches): row
-  // r of the lhs tile at word refsAt + r, column c of the rhs tile at
-  // refsAt + blockM + c; and whether the tile folds (every one >= 0, the
-  // same in every thread).
-  const int64_t refsAt = stagedBuffers() * stageBytes() / 4;
-  auto refIndex = [&](int side, Value row) {
-    return e.addIndex(e.cIndex(refsAt + (side == 0 ? 0 : tiling.blockM)), row);
+  // The tile's reference codes (from the fold launches): the fold
+  // references (foldsScales) of row r of the lhs tile at word refsAt + r,
+  // of column c of the rhs tile at refsAt + blockM + c, then the exact ones
+  // (sumsExactly) the same way; and, the same in every thread, whether the
+  // tile folds (every fold reference >= 0), whether it sums exactly
+  // throughout, and whether some row and some column sum exactly.
+  enum References { Fold, Exact };
+  const int64_t refsAt = stagedBuffers() * stageBytes() / 4,
+                exactRefsAt = refsAt + (foldsScales() ? tiling.blockM + tiling.blockN : 0);
+  auto refIndex = [&](References which, int side, Value row) {
+    return e.addIndex(e.cIndex((which == Fold ? refsAt : exactRefsAt) +
+                               (side == 0 ? 0 : tiling.blockM)),
+                      row);
   };
-  Value foldable;
-  if (foldsScales()) {
-    assert(copyStaged() && "a chip that folds copies its steps asynchronously");
-    Value ok = arith::ConstantIntOp::create(b, 1, 1);
+  step.exactRefsAt = exactRefsAt;
+  Value foldable, allExact, someExact;
+  if (foldsScales() || sumsExactly()) {
+    assert((copyStaged() || !foldsScales()) &&
+           "a chip that folds copies its steps asynchronously");
+    Value yes = arith::ConstantIntOp::create(b, 1, 1);
+    // all[Fold], all[Exact], and per side whether none sums exactly.
+    Value all[2] = {yes, yes}, none[2] = {yes, yes};
     for (int side = 0; side < 2; ++side) {
       OperandStaging &s = staging[side];
       for (int64_t q = 0; q * threads < s.rows; ++q) {
         Value r = e.addIndex(thread, e.cIndex(q * threads));
         auto guard = scf::IfOp::create(
-            b, TypeRange{b.getI1Type()},
+            b, TypeRange{b.getI1Type(), b.getI1Type(), b.getI1Type()},
             e.cmp(CmpIPredicate::ult, r, e.cIndex(s.rows)),
             /*withElseRegion=*/true);
         {
           OpBuilder::InsertionGuard insertion(b);
           b.setInsertionPointToStart(&guard.getThenRegion().front());
-          Value ref = memref::LoadOp::create(
-              b, s.foldRefs, ValueRange{e.addIndex(s.origin, r)});
-          memref::StoreOp::create(b, ref, step.words,
-                                  ValueRange{refIndex(side, r)});
-          scf::YieldOp::create(b, e.cmp(CmpIPredicate::sge, ref, e.c32(0)));
-          b.setInsertionPointToStart(&guard.getElseRegion().front());
+          auto stage = [&](References which, Value refs) -> Value {
+            if (!refs)
+              return yes;
+            Value ref = memref::LoadOp::create(
+                b, refs, ValueRange{e.addIndex(s.origin, r)});
+            memref::StoreOp::create(b, ref, step.words,
+                                    ValueRange{refIndex(which, side, r)});
+            return e.cmp(CmpIPredicate::sge, ref, e.c32(0));
+          };
+          Value folds = stage(Fold, s.foldRefs);
+          Value exact = stage(Exact, s.exactRefs);
           scf::YieldOp::create(
-              b, ValueRange{arith::ConstantIntOp::create(b, 1, 1)});
+              b, ValueRange{folds, exact,
+                            arith::XOrIOp::create(b, exact, yes)});
+          b.setInsertionPointToStart(&guard.getElseRegion().front());
+          scf::YieldOp::create(b, ValueRange{yes, yes, yes});
         }
-        ok = arith::AndIOp::create(b, ok, guard.getResult(0));
+        all[Fold] = arith::AndIOp::create(b, all[Fold], guard.getResult(0));
+        all[Exact] = arith::AndIOp::create(b, all[Exact], guard.getResult(1));
+        none[side] = arith::AndIOp::create(b, none[side], guard.getResult(2));
       }
     }
-    foldable = stepBarrier(e, ok);
-    assert(foldable && "folding needs a barrier that ANDs");
+    // Each flag over the block: the chip's reducing barrier, or (a chip
+    // whose barrier does not reduce) one barrier, then every thread reads
+    // all of the tile's references.
+    auto overBlock = [&](Value predicate, References which, int firstSide,
+                         int lastSide, bool none) -> Value {
+      if (Value reduced = stepBarrier(e, predicate))
+        return reduced;
+      Value begin = refIndex(which, firstSide, e.cIndex(0));
+      Value end = refIndex(which, lastSide, e.cIndex(staging[lastSide].rows));
+      return e.loop(begin, end, {yes}, [&](Value at, ValueRange flag) {
+        Value ok = e.cmp(CmpIPredicate::sge,
+                         memref::LoadOp::create(b, step.words, ValueRange{at}),
+                         e.c32(0));
+        if (none)
+          ok = arith::XOrIOp::create(b, ok, yes);
+        return SmallVector<Value>{arith::AndIOp::create(b, flag[0], ok)};
+      })[0];
+    };
+    if (foldsScales())
+      foldable = overBlock(all[Fold], Fold, 0, 1, false);
+    if (sumsExactly()) {
+      allExact = overBlock(all[Exact], Exact, 0, 1, false);
+      Value noRow = overBlock(none[0], Exact, 0, 0, true),
+            noCol = overBlock(none[1], Exact, 1, 1, true);
+      someExact = arith::AndIOp::create(
+          b, arith::XOrIOp::create(b, noRow, yes),
+          arith::XOrIOp::create(b, noCol, yes));
+    }
   }
 
   const int64_t steps = k / tiling.stepK;
@@ -1233,7 +1362,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
   // s + 2 (the last steps reload the last: no branch); one barrier a step
   // — the other buffer's readers (step s - 1) finished before the last
   // one. The thread's accumulators.
-  auto accumulateThroughRegisters = [&]() {
+  auto accumulateThroughRegisters = [&](bool exact) {
     auto lastOr = [&](Value s, int64_t ahead) -> Value {
       return arith::MinUIOp::create(b, e.addIndex(s, e.cIndex(ahead)),
                                     e.cIndex(steps - 1));
@@ -1265,7 +1394,8 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
       return moderate;
     };
     Value flag = stepBarrier(e, storeStep(loadStep(e.cIndex(0)), e.cIndex(0)));
-    SmallVector<Value> carried = initialAccumulators(e);
+    SmallVector<Value> carried =
+        exact ? exactAccumulators(e) : initialAccumulators(e);
     const size_t accumulatorCount = carried.size();
     const size_t flagCount = flag ? 1 : 0;
     if (flag)
@@ -1281,6 +1411,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
           step.stageAt = stageOf(s, 2);
           step.moderateScales = flag ? values[accumulatorCount] : nullptr;
           step.folded = false;
+          step.exact = exact;
           SmallVector<Value> next = accumulateStep(
               e, step, values.take_front(accumulatorCount));
           if (Value nextFlag = stepBarrier(e, moderate))
@@ -1301,18 +1432,24 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
   // every matrix instruction on step s + A - B has finished — then copies
   // step s + A into that step's buffer (a group a step, empty past the
   // last) and computes on buffer s % B.
-  const int64_t buffers = stagedBuffers(),
-                ahead = buffers - (leavesStepsInFlight() ? 2 : 1);
-  auto accumulateCopied = [&](bool folded) {
+  const int64_t buffers = stagedBuffers();
+  // The pass copying `source` (the codes, folded codes or exact integers).
+  enum Source { Codes, Folded, Integers };
+  auto accumulateCopied = [&](Source source) {
+    const bool exact = source == Integers;
+    const int64_t ahead = buffers - (leavesStepsInFlight(exact) ? 2 : 1);
     auto copyStep = [&](Value s) {
       Value stageAt = stageOf(s, buffers);
       for (int side = 0; side < 2; ++side) {
         OperandStaging &o = staging[side];
+        Value from = source == Codes    ? o.codes
+                     : source == Folded ? o.folded
+                                        : o.exact;
         for (int64_t q = 0; q < o.vectorsPerThread(); ++q)
           o.inside(e, thread, q, o.vectorsPerStep(), [&] {
             auto [r, kk] = o.vectorAt(e, thread, q);
-            copyAsync(e, step.bytes, stagedByte(e, stageAt, side, r, kk),
-                      folded ? o.folded : o.codes, o.wordOf(e, thread, s, q));
+            copyAsync(e, step.bytes, stagedByte(e, stageAt, side, r, kk), from,
+                      o.wordOf(e, thread, s, q));
           });
       }
     };
@@ -1322,7 +1459,8 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
       commitCopies(e);
     }
     return e.loop(
-        e.cIndex(0), e.cIndex(steps), initialAccumulators(e),
+        e.cIndex(0), e.cIndex(steps),
+        exact ? exactAccumulators(e) : initialAccumulators(e),
         [&](Value s, ValueRange accumulators) -> SmallVector<Value> {
           waitCopies(e, ahead - 1);
           fenceStagedStores(e);
@@ -1339,47 +1477,104 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
           commitCopies(e);
           step.stageAt = stageOf(s, buffers);
           step.moderateScales = nullptr;
-          step.folded = folded;
+          step.folded = source == Folded;
+          step.exact = exact;
           return accumulateStep(e, step, accumulators);
         });
   };
-  SmallVector<Value> results;
-  if (foldable) {
-    SmallVector<Type> types(TypeRange(ValueRange(initialAccumulators(e))));
-    auto branch = scf::IfOp::create(b, types, foldable, /*withElseRegion=*/true);
-    {
+  // The chunked pass: folded where the tile folds, else step by step.
+  auto accumulateChunked = [&]() -> SmallVector<Value> {
+    if (foldable) {
+      SmallVector<Type> types(TypeRange(ValueRange(initialAccumulators(e))));
+      auto branch =
+          scf::IfOp::create(b, types, foldable, /*withElseRegion=*/true);
       OpBuilder::InsertionGuard insertion(b);
       b.setInsertionPointToStart(&branch.getThenRegion().front());
-      scf::YieldOp::create(b, accumulateCopied(true));
+      scf::YieldOp::create(b, accumulateCopied(Folded));
       b.setInsertionPointToStart(&branch.getElseRegion().front());
-      scf::YieldOp::create(b, accumulateThroughRegisters());
+      scf::YieldOp::create(b, accumulateThroughRegisters(false));
+      return SmallVector<Value>(branch.getResults());
     }
-    results = SmallVector<Value>(branch.getResults());
-  } else if (copyStaged()) {
-    results = accumulateCopied(false);
-  } else {
-    results = accumulateThroughRegisters();
-  }
-  // The loop's: not for the stores below.
-  step.stageAt = step.moderateScales = nullptr;
-  step.folded = false;
+    if (copyStaged() && !sumsExactly())
+      return accumulateCopied(Codes);
+    return accumulateThroughRegisters(false);
+  };
+  // A pass's results into the result, where `keep(row, col)` (i1, or
+  // null: everywhere); exact sums times 2^(ref(row) + ref(col) - 256),
+  // folded ones times 2^(ref(row) + ref(col) - 254): exact.
   Value row0 = staging[0].origin, col0 = staging[1].origin;
-  storeAccumulators(
-      e, step, results, [&](Value value, Value row, Value col) {
-        if (foldable) {
-          // Folded sums times 2^(ref(row) + ref(col)): exact.
-          Value refRow = memref::LoadOp::create(b, step.words,
-                                                ValueRange{refIndex(0, row)});
-          Value refCol = memref::LoadOp::create(b, step.words,
-                                                ValueRange{refIndex(1, col)});
-          Value scale = e.bitcast(
-              e.shl(e.sub(e.add(refRow, refCol), e.c32(127)), e.c32(23)), f32);
-          value = e.select(foldable, e.mulf(value, scale), value);
-        }
-        Value at = e.addIndex(e.mulIndex(e.addIndex(row0, row), e.cIndex(n)),
-                              e.addIndex(col0, col));
-        memref::StoreOp::create(b, value, out, ValueRange{at});
-      });
+  auto storePass = [&](ValueRange results, bool exact,
+                       function_ref<Value(Value, Value)> keep) {
+    // The loop's: not for the stores below.
+    step.stageAt = step.moderateScales = nullptr;
+    step.folded = false;
+    step.exact = exact;
+    storeAccumulators(e, step, results, [&](Value value, Value row, Value col) {
+      auto refs = [&](References which) {
+        Value refRow = memref::LoadOp::create(
+            b, step.words, ValueRange{refIndex(which, 0, row)});
+        Value refCol = memref::LoadOp::create(
+            b, step.words, ValueRange{refIndex(which, 1, col)});
+        return e.add(refRow, refCol);
+      };
+      if (exact) {
+        value = e.mulf(value, e.bitcast(e.shl(e.sub(refs(Exact), e.c32(129)),
+                                              e.c32(23)),
+                                        e.f32()));
+      } else if (foldable) {
+        Value scale = e.bitcast(
+            e.shl(e.sub(refs(Fold), e.c32(127)), e.c32(23)), e.f32());
+        value = e.select(foldable, e.mulf(value, scale), value);
+      }
+      Value at = e.addIndex(e.mulIndex(e.addIndex(row0, row), e.cIndex(n)),
+                            e.addIndex(col0, col));
+      auto write = [&] { memref::StoreOp::create(b, value, out, ValueRange{at}); };
+      if (!keep)
+        return write();
+      auto guard = scf::IfOp::create(b, keep(row, col), /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard insertion(b);
+      b.setInsertionPointToStart(&guard.getThenRegion().front());
+      write();
+    });
+  };
+  if (!sumsExactly()) {
+    storePass(accumulateChunked(), /*exact=*/false, nullptr);
+    gpu::ReturnOp::create(b);
+    return;
+  }
+  // Exact sums: whether row `row` and column `col` of the tile both sum
+  // exactly.
+  auto pairExact = [&](Value row, Value col) -> Value {
+    auto exactAt = [&](int side, Value at) {
+      Value ref = memref::LoadOp::create(b, step.words,
+                                         ValueRange{refIndex(Exact, side, at)});
+      return e.cmp(CmpIPredicate::sge, ref, e.c32(0));
+    };
+    return arith::AndIOp::create(b, exactAt(0, row), exactAt(1, col));
+  };
+  Value yes = arith::ConstantIntOp::create(b, 1, 1);
+  // The chunked pass unless every pair sums exactly, storing the others.
+  auto chunked = scf::IfOp::create(b, arith::XOrIOp::create(b, allExact, yes),
+                                   /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard insertion(b);
+    b.setInsertionPointToStart(&chunked.getThenRegion().front());
+    storePass(accumulateChunked(), /*exact=*/false, [&](Value row, Value col) {
+      return arith::XOrIOp::create(b, pairExact(row, col), yes);
+    });
+    // Every thread done with the staged buffers before the exact pass
+    // copies into them.
+    stepBarrier(e, yes);
+  }
+  // The exact pass where some pair sums exactly, storing those.
+  auto exactly = scf::IfOp::create(b, someExact, /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard insertion(b);
+    b.setInsertionPointToStart(&exactly.getThenRegion().front());
+    storePass(copyStaged() ? accumulateCopied(Integers)
+                           : accumulateThroughRegisters(/*exact=*/true),
+              /*exact=*/true, pairExact);
+  }
   gpu::ReturnOp::create(b);
 }
 

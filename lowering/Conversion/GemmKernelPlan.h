@@ -38,7 +38,15 @@
 //     in (buildFold); a tile all of whose fibers fold multiplies those;
 //   - the accumulation: K in chunks of G (the smaller scale block, or all
 //     of K for BF16 x BF16); each chunk's sum is exact when both operands
-//     are block-scaled (started from zero, scaled in fp32).
+//     are block-scaled (started from zero, scaled in fp32);
+//   - exact sums (sumsExactly: MXFP4 x MXFP4, the contract's — every chip):
+//     the fold launches also give every fiber its exact reference code
+//     (numerics::fiberSumsExactly) and a copy of its codes as integers
+//     (exactCodes); a result whose row and column both sum exactly is
+//     their exact sum over K rounded once to fp32. A tile all of whose
+//     fibers sum exactly takes only the exact pass; any other tile takes
+//     the chunked one, storing the other results, then, where some pair
+//     sums exactly, the exact pass for those.
 //
 // A target adds only its innermost matrix instruction (accumulateStep), the
 // encoding of codes in the scratch buffers (scratchCodes), its staged layout
@@ -164,6 +172,14 @@ protected:
     /// (foldsScales(): the accumulators then hold the tile's sums over
     /// 2^(ref(row) + ref(col)), and no scale codes are staged).
     bool folded = false;
+    /// Whether the step is the exact pass's (sumsExactly()): its staged
+    /// codes are the exact integers (exactCodes), no scales, and the
+    /// accumulators (exactAccumulators) sum them exactly.
+    bool exact = false;
+    /// Where the exact references lie in `words` (sumsExactly): row r of
+    /// the lhs tile's at exactRefsAt + r, column c of the rhs tile's at
+    /// exactRefsAt + blockM + c (-1 where the fiber does not sum exactly).
+    int64_t exactRefsAt = 0;
   };
 
   /// A target's refusal of an operand pair the plan supports, or success.
@@ -171,13 +187,17 @@ protected:
   /// The accumulators a thread carries over K, zero.
   virtual llvm::SmallVector<mlir::Value>
   initialAccumulators(QuantizationEmitter &e) = 0;
+  /// The exact pass's (sumsExactly): integers, zero.
+  virtual llvm::SmallVector<mlir::Value>
+  exactAccumulators(QuantizationEmitter &e) = 0;
   /// One staged step of K: the matrix instructions on the staged tiles.
   virtual llvm::SmallVector<mlir::Value>
   accumulateStep(QuantizationEmitter &e, const StagedStep &step,
                  mlir::ValueRange accumulators) = 0;
   /// The thread's accumulators into the result at (row0, col0), the block's
   /// tile origin: `store(value, row, col)` with rows and columns inside the
-  /// block's tile.
+  /// block's tile — for the exact pass (step.exact), each exact sum as the
+  /// fp32 nearest to it (the plan then multiplies by the pair's scale).
   virtual void
   storeAccumulators(QuantizationEmitter &e, const StagedStep &step,
                     mlir::ValueRange accumulators,
@@ -212,6 +232,20 @@ protected:
                                 mlir::Value offset) {
     return vector;
   }
+  /// Exact sums (the contract's, every chip): whether the GEMM has them —
+  /// MXFP4 x MXFP4 with K <= numerics::kExactMaxK.
+  bool sumsExactly() const;
+  /// Sixteen scratch codes (vector<4 x i32>, a byte each, the chip's
+  /// scratchCodes encoding) of a block `offset` (i32, 0..3) above its
+  /// fiber's exact reference, as the int8 bytes of their integers
+  /// (numerics::exactInteger).
+  /// Only where the exact pass copies its codes (copyStaged); elsewhere it
+  /// stages the codes and scales as the chunked pass does, and the chip's
+  /// accumulateStep sums them exactly.
+  virtual mlir::Value exactCodes(QuantizationEmitter &e, mlir::Value vector,
+                                 mlir::Value offset) {
+    return vector;
+  }
   /// Whether the chip copies steps that need no change on their way into
   /// shared memory (bf16 codes, folded MX codes: copyStaged()) straight
   /// from global memory, asynchronously (sm_90a: cp.async), instead of
@@ -230,12 +264,22 @@ protected:
                          mlir::Value wordIndex) {}
   virtual void commitCopies(QuantizationEmitter &e) {}
   virtual void waitCopies(QuantizationEmitter &e, int64_t pending) {}
-  virtual bool leavesStepsInFlight() const { return false; }
+  virtual bool leavesStepsInFlight(bool exact) const { return false; }
   /// Six buffers were measured slower for MXFP4 on the H200 than four
   /// (docs/benchmarks.md, variant 11a); bf16's 128 x 256 tiles fit four.
   static constexpr int64_t kCopyStages = 4;
-  /// The name of the matrix instruction, for the plan's description.
+  /// Tile rows a group of consecutively launched blocks walks down before
+  /// the next tile column (the launch's grouped tile order), and the rhs
+  /// size past which the launch takes that order: measured on the H200
+  /// (docs/benchmarks.md, variant 12), grouped order is faster where the
+  /// rhs does not fit about half of its 50 MB L2, slower (MXFP4) where it
+  /// does.
+  static constexpr int64_t kTileGroup = 8;
+  static constexpr int64_t kL2Budget = int64_t{24} << 20;
+  /// The name of the matrix instruction, for the plan's description; the
+  /// exact pass's (sumsExactly), where it is another.
   virtual std::string instruction() = 0;
+  virtual std::string exactInstruction() { return instruction(); }
   /// Whether the chip reads E2M1 codes packed two per byte (its staged
   /// tiles then hold them so).
   virtual bool packsE2M1() const { return false; }
@@ -308,8 +352,8 @@ private:
                                            llvm::StringRef which);
   void chooseTiling();
   void buildPrologue(mlir::OpBuilder &moduleBuilder, const OperandPlan &operand);
-  /// The fold launches of an operand (foldsScales()): its fibers'
-  /// reference codes, then its folded codes.
+  /// The fold launches of an operand (foldsScales() or sumsExactly()): its
+  /// fibers' reference codes, then its folded and exact codes.
   void buildFold(mlir::OpBuilder &moduleBuilder, const OperandPlan &operand);
   void buildGemm(mlir::OpBuilder &moduleBuilder);
   /// What the kernel computes, for the bundle's manifest and its checks.
@@ -335,17 +379,19 @@ private:
   /// bf16 codes, or a folding plan's folded codes.
   bool copyStaged() const {
     return copiesStagedAsync() &&
-           (lhs.kind == OperandKind::BF16 || foldsScales());
+           (lhs.kind == OperandKind::BF16 || foldsScales() || sumsExactly());
   }
   /// Staged buffers: kCopyStages where the K loop copies asynchronously,
   /// else two (a folding plan's step-by-step path uses the first two).
   int64_t stagedBuffers() const { return copyStaged() ? kCopyStages : 2; }
-  /// The i32 reference codes of the tile's rows and columns (foldsScales).
+  /// The i32 reference codes of the tile's rows and columns: the fold
+  /// references (foldsScales), then the exact ones (sumsExactly).
   int64_t referenceBytes() const {
-    return foldsScales() ? 4 * (tiling.blockM + tiling.blockN) : 0;
+    return ((foldsScales() ? 1 : 0) + (sumsExactly() ? 1 : 0)) * 4 *
+           (tiling.blockM + tiling.blockN);
   }
-  /// The launch's shared memory: the staged buffers, then (foldsScales())
-  /// the i32 reference codes of the tile's rows and columns.
+  /// The launch's shared memory: the staged buffers, then the i32
+  /// reference codes of the tile's rows and columns.
   int64_t sharedBytes() const {
     return stagedBuffers() * stageBytes() + referenceBytes();
   }

@@ -2,6 +2,8 @@
 
 #include "lowering/Conversion/QuantizationEmitter.h"
 
+#include "runtime/numerics/ScaleFolding.h"
+
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/Support/MathExtras.h"
@@ -247,6 +249,19 @@ Value QuantizationEmitter::decodeE8M0(Value code) {
   bits =
       select(cmp(CmpIPredicate::eq, code, c32(0xFF)), c32(0x7FC00000), bits);
   return bitcast(bits, f32());
+}
+
+Value QuantizationEmitter::fiberReference(Value largest, Value smallest,
+                                          int64_t above, int64_t spread) {
+  const int64_t moderate = numerics::kFoldModerate;
+  Value ref = sub(largest, c32(above));
+  Value exponent = sub(ref, c32(127));
+  Value ok = bitAnd(
+      bitAnd(cmp(CmpIPredicate::sle, sub(largest, smallest), c32(spread)),
+             cmp(CmpIPredicate::ne, largest, c32(0xFF))),
+      bitAnd(cmp(CmpIPredicate::sge, exponent, c32(-moderate)),
+             cmp(CmpIPredicate::sle, exponent, c32(moderate))));
+  return select(ok, ref, c32(-1));
 }
 
 std::pair<Value, Value> QuantizationEmitter::magnitudeOf(Value x) {

@@ -225,6 +225,14 @@ public:
   /// numerics::decodeE8M0: 2^(code - 127); 0x00 is the subnormal 2^-127,
   /// 0xFF is NaN.
   Value decodeE8M0(Value code);
+  /// The reference code of a fiber along K from its largest and smallest
+  /// E8M0 codes (i32): largest - above where largest - smallest <= spread,
+  /// largest is not NaN (0xFF) and the reference is within
+  /// 2^±numerics::kFoldModerate of 1; else -1. numerics::fiberFolds
+  /// (above kFoldAbove, spread kFoldBelow + kFoldAbove) and
+  /// numerics::fiberSumsExactly (kExactSpread, kExactSpread).
+  Value fiberReference(Value largest, Value smallest, int64_t above,
+                       int64_t spread);
 
   //===--------------------------------------------------------------------===//
   // Blocks (runtime/numerics/BlockQuantize.cpp, Hadamard.cpp): what every

@@ -90,6 +90,17 @@ private:
       return SmallVector<Value>(4, zero(4));
     return {zero(16)};
   }
+  /// The exact pass's: the same vectors of i32.
+  SmallVector<Value> exactAccumulators(QuantizationEmitter &e) override {
+    SmallVector<Value> accumulators;
+    for (Value zero : initialAccumulators(e)) {
+      auto type = VectorType::get(cast<VectorType>(zero.getType()).getShape(),
+                                  e.i32());
+      accumulators.push_back(arith::ConstantOp::create(
+          e.b, DenseElementsAttr::get(type, e.b.getI32IntegerAttr(0))));
+    }
+    return accumulators;
+  }
   SmallVector<Value> accumulateStep(QuantizationEmitter &e,
                                     const StagedStep &step,
                                     ValueRange accumulators) override;
@@ -170,6 +181,40 @@ AMDGPUGemmLowering::accumulateStep(QuantizationEmitter &e,
   auto scale = [&](Value code) {
     return e.bitcast(e.trunc(code, e.i8()), Float8E8M0FNUType::get(context));
   };
+  // The exact pass (step.exact): each MFMA from zero under the scales
+  // 2^(code - ref) — its sum is then a quarter of the pair's integer sum
+  // (numerics::exactInteger), exact in fp32 (below 2^21 units) — times 4
+  // into the i32 accumulators. A fiber that does not sum exactly (ref -1)
+  // takes scale 1: results the plan does not store.
+  auto exactScale = [&](Value code, int side, Value at) {
+    Value ref = memref::LoadOp::create(
+        e.b, step.words,
+        ValueRange{e.addIndex(
+            e.cIndex(step.exactRefsAt + (side == 0 ? 0 : tiling.blockM)), at)});
+    return scale(e.select(e.cmp(CmpIPredicate::sge, ref, e.c32(0)),
+                          e.add(e.sub(code, ref), e.c32(127)), e.c32(127)));
+  };
+  auto scaledMfma = [&](Value &c, int64_t size, Value a, Value b, Value rowCode,
+                        Value row, Value colCode, Value col) {
+    if (!step.exact) {
+      c = amdgpu::ScaledMFMAOp::create(e.b, c.getType(), size, size,
+                                       size == 16 ? 128 : 64, a, b, c,
+                                       scale(rowCode), scale(colCode), 0, 0);
+      return;
+    }
+    auto type = VectorType::get(cast<VectorType>(c.getType()).getShape(),
+                                e.f32());
+    Value zero = arith::ConstantOp::create(
+        e.b, DenseElementsAttr::get(type, e.b.getF32FloatAttr(0.0f)));
+    Value sum = amdgpu::ScaledMFMAOp::create(
+        e.b, type, size, size, size == 16 ? 128 : 64, a, b, zero,
+        exactScale(rowCode, 0, row), exactScale(colCode, 1, col), 0, 0);
+    Value four = arith::ConstantOp::create(
+        e.b, DenseElementsAttr::get(type, e.b.getF32FloatAttr(4.0f)));
+    c = arith::AddIOp::create(
+        e.b, c,
+        arith::FPToSIOp::create(e.b, c.getType(), e.mulf(sum, four)));
+  };
   SmallVector<Value> acc(accumulators);
   if (lhs.kind == OperandKind::BF16) {
     Value r = arith::RemUIOp::create(e.b, step.lane, e.cIndex(32));
@@ -197,13 +242,11 @@ AMDGPUGemmLowering::accumulateStep(QuantizationEmitter &e,
       for (int64_t j = 0; j < 2; ++j) {
         Value row = e.addIndex(step.warpRow, e.addIndex(r, e.cIndex(16 * i)));
         Value col = e.addIndex(step.warpCol, e.addIndex(r, e.cIndex(16 * j)));
-        Value &c = acc[2 * i + j];
-        c = amdgpu::ScaledMFMAOp::create(
-            e.b, c.getType(), 16, 16, 128,
-            blockOperand(e, step, true, row, kk, nullptr),
-            blockOperand(e, step, false, col, kk, nullptr), c,
-            scale(lhsScaleCode(e, step, row, group)),
-            scale(rhsScaleCode(e, step, col, group)), 0, 0);
+        scaledMfma(acc[2 * i + j], 16,
+                   blockOperand(e, step, true, row, kk, nullptr),
+                   blockOperand(e, step, false, col, kk, nullptr),
+                   lhsScaleCode(e, step, row, group), row,
+                   rhsScaleCode(e, step, col, group), col);
       }
     return acc;
   }
@@ -221,19 +264,25 @@ AMDGPUGemmLowering::accumulateStep(QuantizationEmitter &e,
       blockInStep = e.cIndex(0);
     }
     Value kk = e.mulIndex(blockInStep, e.cIndex(32));
-    acc[0] = amdgpu::ScaledMFMAOp::create(
-        e.b, acc[0].getType(), 32, 32, 64,
-        blockOperand(e, step, true, row, kk, inside),
-        blockOperand(e, step, false, col, kk, inside), acc[0],
-        scale(lhsScaleCode(e, step, row, blockInStep)),
-        scale(rhsScaleCode(e, step, col, blockInStep)), 0, 0);
+    scaledMfma(acc[0], 32, blockOperand(e, step, true, row, kk, inside),
+               blockOperand(e, step, false, col, kk, inside),
+               lhsScaleCode(e, step, row, blockInStep), row,
+               rhsScaleCode(e, step, col, blockInStep), col);
   }
   return acc;
 }
 
 void AMDGPUGemmLowering::storeAccumulators(
-    QuantizationEmitter &e, const StagedStep &step, ValueRange accumulators,
+    QuantizationEmitter &e, const StagedStep &step, ValueRange carried,
     function_ref<void(Value, Value, Value)> store) {
+  // Exact sums as the nearest fp32.
+  SmallVector<Value> accumulators(carried);
+  if (step.exact)
+    for (Value &sum : accumulators)
+      sum = arith::SIToFPOp::create(
+          e.b,
+          VectorType::get(cast<VectorType>(sum.getType()).getShape(), e.f32()),
+          sum);
   if (smallTiles()) {
     Value r = arith::RemUIOp::create(e.b, step.lane, e.cIndex(16));
     Value group = e.divIndex(step.lane, 16);

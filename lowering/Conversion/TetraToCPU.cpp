@@ -20,6 +20,7 @@
 #include "lowering/Conversion/QuantizationEmitter.h"
 #include "lowering/NumericsOf.h"
 #include "runtime/numerics/BlockQuantize.h"
+#include "runtime/numerics/ScaleFolding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -53,7 +54,8 @@ namespace {
 /// ABI), or null if the CPU target cannot store it.
 Type storageType(Type elementType) {
   MLIRContext *context = elementType.getContext();
-  if (elementType.isF32())
+  // f32, and the kernels' own scratch (i32 flags, f64 exact sums).
+  if (elementType.isF32() || elementType.isF64() || elementType.isInteger(32))
     return elementType;
   if (elementType.isBF16())
     return IntegerType::get(context, 16);
@@ -483,6 +485,54 @@ LogicalResult KernelLowering::lowerScaledMatmul(ScaledMatmulOp op) {
   const bool oneChunk = ShapedType::isDynamic(chunkSize);
   Value chunk = oneChunk ? k : e.cIndex(chunkSize);
   Value chunks = oneChunk ? e.cIndex(1) : e.divIndex(k, chunkSize);
+  // Exact sums (MXFP4 x MXFP4: numerics/ScaleFolding.h): per row of the
+  // lhs and column of the rhs whether its fiber sums exactly (1 or 0,
+  // numerics::fiberSumsExactly over its E8M0 codes); a result whose row and
+  // column both do is the chunks' sum in fp64 — exact for such a pair —
+  // rounded once to fp32.
+  auto mxfp4 = [](OperandQuantAttr quant) {
+    return quant.getBlockScale() && quant.getFormat() == ElementFormat::E2M1 &&
+           quant.getBlockScale().getScaleFormat() == ScaleFormat::E8M0 &&
+           quant.getBlockSize() == 32;
+  };
+  const bool exactSums = mxfp4(op.getLhsQuant()) && mxfp4(op.getRhsQuant());
+  auto exactFibers = [&](Value scales, unsigned axis, Value fibers) {
+    Buffer codes = buffers.lookup(scales);
+    const std::array<Value, 3> view = axisView(sizesOf(codes), axis);
+    Value blocks = view[1], inner = view[2];
+    Buffer flags = allocate(
+        RankedTensorType::get({ShapedType::kDynamic}, e.i32()), {fibers});
+    using namespace numerics;
+    Value fits = e.cmp(CmpIPredicate::ule, k, e.cIndex(kExactMaxK));
+    e.loop(zero, fibers, [&](Value fiber) {
+      Value o = arith::DivUIOp::create(b, fiber, inner);
+      Value i = arith::RemUIOp::create(b, fiber, inner);
+      SmallVector<Value> range = e.loop(
+          zero, blocks, {e.c32(0), e.c32(0xFF)},
+          [&](Value block, ValueRange extremes) -> SmallVector<Value> {
+            Value code = loadCode(
+                codes,
+                e.addIndex(e.mulIndex(e.addIndex(e.mulIndex(o, blocks), block),
+                                      inner),
+                           i));
+            return {arith::MaxUIOp::create(b, extremes[0], code),
+                    arith::MinUIOp::create(b, extremes[1], code)};
+          });
+      Value ok = e.cmp(CmpIPredicate::sge,
+                       e.fiberReference(range[0], range[1], kExactSpread,
+                                        kExactSpread),
+                       e.c32(0));
+      memref::StoreOp::create(b, e.zext(arith::AndIOp::create(b, ok, fits),
+                                        e.i32()),
+                              flags.flat, fiber);
+    });
+    return flags;
+  };
+  std::optional<Buffer> rowExact, colExact;
+  if (exactSums) {
+    rowExact = exactFibers(op.getLhsScales(), op.getLhsReductionDim(), m);
+    colExact = exactFibers(op.getRhsScales(), op.getRhsReductionDim(), n);
+  }
   // Rows go in groups of kRows (then one at a time for the rest), columns in
   // tiles of kColumns: for each group and tile, kRows partial rows of the
   // tile stay in L1 while the right operand's rows stream past, each of its
@@ -490,6 +540,10 @@ LogicalResult KernelLowering::lowerScaledMatmul(ScaledMatmulOp op) {
   constexpr int64_t kRows = 4, kColumns = 256, kLanes = 8;
   Buffer partial =
       allocate(RankedTensorType::get({kRows, kColumns}, e.f32()), {});
+  // Exact sums: the chunks' sums in fp64, per element of the partial rows.
+  std::optional<Buffer> wide;
+  if (exactSums)
+    wide = allocate(RankedTensorType::get({kRows, kColumns}, b.getF64Type()), {});
   auto rowsFrom = [&](Value firstRow, int64_t rows) {
     e.loop(
         zero, e.divIndex(e.addIndex(n, e.cIndex(kColumns - 1)), kColumns),
@@ -514,6 +568,12 @@ LogicalResult KernelLowering::lowerScaledMatmul(ScaledMatmulOp op) {
             });
           };
           fill(result.flat, resultBase);
+          if (wide)
+            e.loop(columnBegin, columnEnd, [&](Value column) {
+              for (Value base : partialBase)
+                memref::StoreOp::create(b, arith::ConstantOp::create(b, b.getF64FloatAttr(0.0)), wide->flat,
+                                        e.addIndex(base, column));
+            });
           e.loop(zero, chunks, [&](Value c) {
             fill(partial.flat, partialBase);
             Value first = e.mulIndex(c, chunk);
@@ -576,8 +636,41 @@ LogicalResult KernelLowering::lowerScaledMatmul(ScaledMatmulOp op) {
                 Value add = memref::LoadOp::create(
                     b, partial.flat, e.addIndex(partialBase[r], column));
                 memref::StoreOp::create(b, e.addf(sum, add), result.flat, at);
+                if (wide) {
+                  Value wideAt = e.addIndex(partialBase[r], column);
+                  Value carried = memref::LoadOp::create(b, wide->flat, wideAt);
+                  memref::StoreOp::create(
+                      b,
+                      arith::AddFOp::create(
+                          b, carried, arith::ExtFOp::create(b, b.getF64Type(), add)),
+                      wide->flat, wideAt);
+                }
               }
             });
+          });
+          if (!wide)
+            return;
+          // Exact pairs: the fp64 sum rounded once.
+          e.loop(columnBegin, columnEnd, [&](Value column) {
+            Value columnExact =
+                memref::LoadOp::create(b, colExact->flat, column);
+            for (int64_t r = 0; r < rows; ++r) {
+              Value row = e.addIndex(firstRow, e.cIndex(r));
+              Value both = e.cmp(
+                  CmpIPredicate::ne,
+                  arith::AndIOp::create(
+                      b, memref::LoadOp::create(b, rowExact->flat, row),
+                      columnExact),
+                  e.c32(0));
+              Value at = e.addIndex(resultBase[r], column);
+              Value chunked = memref::LoadOp::create(b, result.flat, at);
+              Value exact = arith::TruncFOp::create(
+                  b, e.f32(),
+                  memref::LoadOp::create(
+                      b, wide->flat, e.addIndex(partialBase[r], column)));
+              memref::StoreOp::create(b, e.select(both, exact, chunked),
+                                      result.flat, at);
+            }
           });
         });
   };

@@ -144,14 +144,30 @@ private:
   /// bf16 on wgmma carries its accumulators as the one wgmma fragment
   /// (an LLVM struct), each step's group left in flight (accumulateWgmma);
   /// everything else as f32 values.
+  /// So does the exact pass (s8 wgmma into s32, exact).
   bool chainsSteps() const { return wgmma() && lhs.kind == OperandKind::BF16; }
-  bool leavesStepsInFlight() const override { return chainsSteps(); }
-  Type fragmentType() {
-    MLIRContext *context = kernel.getContext();
-    return LLVM::LLVMStructType::getLiteral(
-        context, SmallVector<Type>(tilesM() * tilesN() * 4,
-                                   Float32Type::get(context)));
+  bool leavesStepsInFlight(bool exact) const override {
+    return exact || chainsSteps();
   }
+  Type fragmentType(bool exact = false) {
+    MLIRContext *context = kernel.getContext();
+    Type element = exact ? Type(IntegerType::get(context, 32))
+                         : Type(Float32Type::get(context));
+    return LLVM::LLVMStructType::getLiteral(
+        context, SmallVector<Type>(tilesM() * tilesN() * 4, element));
+  }
+  SmallVector<Value> exactAccumulators(QuantizationEmitter &e) override {
+    if (!wgmma())
+      return SmallVector<Value>(tilesM() * tilesN() * 4, e.c32(0));
+    Value d = LLVM::UndefOp::create(e.b, fragmentType(/*exact=*/true));
+    for (int64_t r = 0; r < tilesM() * tilesN() * 4; ++r)
+      d = LLVM::InsertValueOp::create(e.b, d, e.c32(0), r);
+    return {d};
+  }
+  /// E4M3 bytes of E2M1 values (scratchCodes) as the int8 bytes of
+  /// 2 · value · 2^offset (numerics::exactInteger).
+  Value exactCodes(QuantizationEmitter &e, Value vector,
+                   Value offset) override;
   SmallVector<Value> initialAccumulators(QuantizationEmitter &e) override {
     SmallVector<Value> zeros(tilesM() * tilesN() * 4, e.cF32(0.0f));
     if (!chainsSteps())
@@ -218,6 +234,13 @@ private:
     return bf16 ? "mma.sync.m16n8k16.bf16"
                 : "mma.sync.m16n8k32." + mmaType(lhs) + "." + mmaType(rhs);
   }
+  /// The exact pass: s8 wgmma into s32 (the integers exactCodes gives);
+  /// on mma.sync the chunk sums of the same instruction, as integers.
+  std::string exactInstruction() override {
+    if (wgmma())
+      return "wgmma.m64n" + std::to_string(groupN()) + "k32.s32.s8.s8";
+    return instruction();
+  }
   static std::string mmaType(const OperandPlan &operand) {
     return operand.quant.getFormat() == ElementFormat::E5M2 ? "e5m2" : "e4m3";
   }
@@ -278,6 +301,14 @@ private:
                                ArrayRef<Value> partials, ArrayRef<Value> acc,
                                ArrayRef<Value> rowCode,
                                ArrayRef<Value> colCode);
+  /// The exact pass on mma.sync: `acc` (i32) plus each chunk's sum times
+  /// 4 · 2^(code - ref) of its row and of its column — the pair's integer
+  /// sum (numerics::exactInteger), exact (a fiber that does not sum
+  /// exactly takes offset 0: results the plan does not store).
+  SmallVector<Value> addExactly(QuantizationEmitter &e, const StagedStep &step,
+                                ArrayRef<Value> partials, ArrayRef<Value> acc,
+                                ArrayRef<Value> rowCode,
+                                ArrayRef<Value> colCode);
   /// The first row and column of the thread's warp's results inside the
   /// block's tile: the warp's 32 x 32 (mma.sync), or its 16 rows of its
   /// warpgroup's 64 x groupN() (wgmma).
@@ -378,6 +409,36 @@ Value NVVMGemmLowering::foldCodes(QuantizationEmitter &e, Value vector,
                                         words);
 }
 
+Value NVVMGemmLowering::exactCodes(QuantizationEmitter &e, Value vector,
+                                   Value offset) {
+  // Byte by byte: magnitude bits m = 8E + M (E in 6..9, M 0 or 4; 0 for
+  // zero) stand for (1 + M/8) · 2^(E - 7), so 2 · value · 2^offset is
+  // ((8 + M) << (E - 6 + offset)) >> 3, exact (at most 96); then the sign.
+  SmallVector<Value> words;
+  for (int64_t w = 0; w < 4; ++w) {
+    Value word = vector::ExtractOp::create(e.b, vector, ArrayRef<int64_t>{w});
+    Value result = e.c32(0);
+    for (int64_t byte = 0; byte < 4; ++byte) {
+      Value b = e.bitAnd(e.shrui(word, e.c32(8 * byte)), e.c32(0xFF));
+      Value m = e.bitAnd(b, e.c32(0x7F));
+      Value exponent = e.shrui(m, e.c32(3));
+      Value significand = e.add(e.bitAnd(m, e.c32(7)), e.c32(8));
+      Value shift = e.add(e.sub(exponent, e.c32(6)), offset);
+      Value magnitude = e.select(
+          e.cmp(CmpIPredicate::eq, m, e.c32(0)), e.c32(0),
+          e.shrui(e.shl(significand, shift), e.c32(3)));
+      Value negative = e.cmp(CmpIPredicate::ne, e.bitAnd(b, e.c32(0x80)),
+                             e.c32(0));
+      Value value = e.select(negative, e.sub(e.c32(0), magnitude), magnitude);
+      result = e.bitOr(result, e.shl(e.bitAnd(value, e.c32(0xFF)),
+                                     e.c32(8 * byte)));
+    }
+    words.push_back(result);
+  }
+  return vector::FromElementsOp::create(e.b, VectorType::get({4}, e.i32()),
+                                        words);
+}
+
 SmallVector<Value>
 NVVMGemmLowering::accumulateStep(QuantizationEmitter &e,
                                  const StagedStep &step,
@@ -392,14 +453,15 @@ NVVMGemmLowering::accumulateStep(QuantizationEmitter &e,
 /// A finished wgmma fragment's `count` values, each through an empty asm
 /// after the wait that finished it: nothing reads them before the wait.
 static SmallVector<Value> pinnedValues(QuantizationEmitter &e, Value fragment,
-                                       int64_t count) {
+                                       int64_t count, bool integers = false) {
   SmallVector<Value> values;
   for (int64_t r = 0; r < count; ++r)
     values.push_back(
         LLVM::InlineAsmOp::create(
-            e.b, e.f32(),
+            e.b, integers ? e.i32() : e.f32(),
             ValueRange{LLVM::ExtractValueOp::create(e.b, fragment, r)}, "",
-            "=f,0", /*has_side_effects=*/true, /*is_align_stack=*/false,
+            integers ? "=r,0" : "=f,0", /*has_side_effects=*/true,
+            /*is_align_stack=*/false,
             LLVM::tailcallkind::TailCallKind::None,
             /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr)
             .getResult(0));
@@ -429,10 +491,11 @@ NVVMGemmLowering::accumulateWgmma(QuantizationEmitter &e,
   MLIRContext *context = kernel.getContext();
   const bool bf16 = lhs.kind == OperandKind::BF16;
   const int64_t sliceK = bf16 ? 16 : 32; // 32 bytes of K per wgmma
-  Type fragment = fragmentType();
-  // E2M1 codes are staged widened to E4M3.
-  const NVVM::WGMMATypes type =
-      bf16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::e4m3;
+  Type fragment = fragmentType(step.exact);
+  // E2M1 codes are staged widened to E4M3, or as exact integers.
+  const NVVM::WGMMATypes type = bf16         ? NVVM::WGMMATypes::bf16
+                                : step.exact ? NVVM::WGMMATypes::s8
+                                             : NVVM::WGMMATypes::e4m3;
   // The warpgroup's A (its 64 rows of the lhs tile) and B (its groupN()
   // columns of the rhs tile), K slice 0.
   Value base = arith::IndexCastUIOp::create(
@@ -454,7 +517,7 @@ NVVMGemmLowering::accumulateWgmma(QuantizationEmitter &e,
     return NVVM::WgmmaMmaAsyncOp::create(
         e.b, fragment, d, e.add(a0, offset), e.add(b0, offset),
         NVVM::MMAShapeAttr::get(context, 64, groupN(), sliceK), type, type,
-        NVVM::WGMMATypes::f32, scaleD,
+        step.exact ? NVVM::WGMMATypes::s32 : NVVM::WGMMATypes::f32, scaleD,
         NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
         NVVM::MMALayout::col, /*satfinite=*/nullptr);
   };
@@ -462,12 +525,13 @@ NVVMGemmLowering::accumulateWgmma(QuantizationEmitter &e,
     return pinnedValues(e, d, static_cast<int64_t>(accumulators.size()));
   };
   const int64_t slices = tiling.stepK / sliceK;
-  if (bf16) {
-    // All of K in the tensor cores' fp32 accumulator (G = K), the fragment
-    // carried from step to step: this step's group is left in flight (the
-    // next step's wgmma on the same fragment follows it in order), the
-    // previous step's waited for — its staged buffer is reused two steps
-    // on — and the last by storeAccumulators.
+  if (bf16 || step.exact) {
+    // All of K in the tensor cores' accumulator (bf16: fp32, G = K; the
+    // exact pass: s32, exact), the fragment carried from step to step:
+    // this step's group is left in flight (the next step's wgmma on the
+    // same fragment follows it in order), the previous step's waited for —
+    // its staged buffer is reused two steps on — and the last by
+    // storeAccumulators.
     Value d = accumulators[0];
     NVVM::WgmmaFenceAlignedOp::create(e.b);
     for (int64_t slice = 0; slice < slices; ++slice)
@@ -568,10 +632,50 @@ NVVMGemmLowering::accumulateBlockScaled(QuantizationEmitter &e,
           for (int64_t r = 0; r < 4; ++r)
             partials.push_back(LLVM::ExtractValueOp::create(e.b, d, r));
         }
-      acc = addScaled(e, step, partials, acc, rowCode, colCode);
+      acc = step.exact ? addExactly(e, step, partials, acc, rowCode, colCode)
+                       : addScaled(e, step, partials, acc, rowCode, colCode);
     }
   }
   return acc;
+}
+
+SmallVector<Value> NVVMGemmLowering::addExactly(QuantizationEmitter &e,
+                                                const StagedStep &step,
+                                                ArrayRef<Value> partials,
+                                                ArrayRef<Value> acc,
+                                                ArrayRef<Value> rowCode,
+                                                ArrayRef<Value> colCode) {
+  auto offsets = [&](ArrayRef<Value> codes, int side) {
+    SmallVector<Value> offsets;
+    for (auto [index, code] : llvm::enumerate(codes)) {
+      const int64_t i = static_cast<int64_t>(index);
+      Value at = side == 0 ? resultRow(e, step, i / 2, 2 * (i % 2))
+                           : resultCol(e, step, i / 2, i % 2);
+      Value ref = memref::LoadOp::create(
+          e.b, step.words,
+          ValueRange{e.addIndex(
+              e.cIndex(step.exactRefsAt + (side == 0 ? 0 : tiling.blockM)),
+              at)});
+      offsets.push_back(e.select(e.cmp(CmpIPredicate::sge, ref, e.c32(0)),
+                                 e.sub(code, ref), e.c32(0)));
+    }
+    return offsets;
+  };
+  SmallVector<Value> rowOffset = offsets(rowCode, 0),
+                     colOffset = offsets(colCode, 1);
+  SmallVector<Value> next(acc.size());
+  for (int64_t i = 0; i < tilesM(); ++i)
+    for (int64_t j = 0; j < tilesN(); ++j)
+      for (int64_t r = 0; r < 4; ++r) {
+        const int64_t at = (i * tilesN() + j) * 4 + r;
+        Value exponent = e.add(e.add(rowOffset[2 * i + (r >> 1)],
+                                     colOffset[2 * j + (r & 1)]),
+                               e.c32(127 + 2));
+        Value factor = e.bitcast(e.shl(exponent, e.c32(23)), e.f32());
+        next[at] = e.add(acc[at], arith::FPToSIOp::create(
+                                      e.b, e.i32(), e.mulf(partials[at], factor)));
+      }
+  return next;
 }
 
 SmallVector<Value> NVVMGemmLowering::addScaled(QuantizationEmitter &e,
@@ -689,11 +793,16 @@ void NVVMGemmLowering::storeAccumulators(
     QuantizationEmitter &e, const StagedStep &step, ValueRange carried,
     function_ref<void(Value, Value, Value)> store) {
   SmallVector<Value> accumulators(carried);
-  if (chainsSteps()) {
-    // The last step's group, then the fragment's values, pinned after it.
+  if (wgmma() && (chainsSteps() || step.exact)) {
+    // The last step's group, then the fragment's values, pinned after it;
+    // exact sums as the nearest fp32 (cvt.rn).
     NVVM::WgmmaWaitGroupSyncOp::create(e.b, 0);
-    accumulators = pinnedValues(e, carried[0], tilesM() * tilesN() * 4);
+    accumulators =
+        pinnedValues(e, carried[0], tilesM() * tilesN() * 4, step.exact);
   }
+  if (step.exact)
+    for (Value &sum : accumulators)
+      sum = arith::SIToFPOp::create(e.b, e.f32(), sum);
   for (int64_t i = 0; i < tilesM(); ++i)
     for (int64_t j = 0; j < tilesN(); ++j)
       for (int64_t r = 0; r < 4; ++r)

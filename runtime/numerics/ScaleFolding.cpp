@@ -1,4 +1,4 @@
-//===- ScaleFolding.cpp - When sm_90a folds MX scales into codes ----------===//
+//===- ScaleFolding.cpp - Folded MX scales, and exact sums ----------------===//
 
 #include "runtime/numerics/ScaleFolding.h"
 
@@ -6,6 +6,7 @@
 #include "runtime/numerics/Hadamard.h"
 
 #include <algorithm>
+#include <utility>
 
 using namespace tetra::numerics;
 
@@ -14,6 +15,71 @@ void FoldCount::add(const FoldCount &other) {
   foldingFibers += other.foldingFibers;
   groups += other.groups;
   foldingGroups += other.foldingGroups;
+  exactFibers += other.exactFibers;
+  exactGroups += other.exactGroups;
+}
+
+int tetra::numerics::exactInteger(uint8_t e2m1, int offset) {
+  static constexpr int kTwice[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+  const int magnitude = kTwice[e2m1 & 7] << offset;
+  return e2m1 & 8 ? -magnitude : magnitude;
+}
+
+namespace {
+/// The largest and smallest scale code of each fiber of `q` along its axis.
+std::vector<std::pair<int, int>> fiberExtremes(const QuantizedTensor &q) {
+  const AxisView view = viewAlong(q.shape, q.axis);
+  const int64_t blocks = view.extent / q.format.scaling.blockSize;
+  std::vector<std::pair<int, int>> extremes(view.outer * view.inner,
+                                            {0, 0xFF});
+  for (int64_t fiber = 0; fiber < view.outer * view.inner; ++fiber) {
+    const int64_t o = fiber / view.inner, i = fiber % view.inner;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int code = q.scales[(o * blocks + b) * view.inner + i];
+      extremes[fiber].first = std::max(extremes[fiber].first, code);
+      extremes[fiber].second = std::min(extremes[fiber].second, code);
+    }
+  }
+  return extremes;
+}
+bool isMXFP4(const BlockFormat &format) {
+  return format.element == ElementFormat::E2M1 &&
+         format.scaling.scaleFormat == ScaleFormat::E8M0 &&
+         format.scaling.blockSize == 32;
+}
+} // namespace
+
+std::vector<bool> tetra::numerics::exactFibers(const QuantizedTensor &q) {
+  const AxisView view = viewAlong(q.shape, q.axis);
+  std::vector<bool> exact(view.outer * view.inner, false);
+  if (!isMXFP4(q.format))
+    return exact;
+  const auto extremes = fiberExtremes(q);
+  for (size_t f = 0; f < exact.size(); ++f)
+    exact[f] = view.extent <= kExactMaxK &&
+               fiberSumsExactly(extremes[f].first, extremes[f].second);
+  return exact;
+}
+
+float tetra::numerics::contractSum(const float *a, int64_t aStride,
+                                   const float *b, int64_t bStride, int64_t k,
+                                   int64_t chunk, bool exact) {
+  if (exact) {
+    double sum = 0;
+    for (int64_t i = 0; i < k; ++i)
+      sum += static_cast<double>(a[i * aStride]) * b[i * bStride];
+    return static_cast<float>(sum);
+  }
+  float accumulator = 0.0f;
+  for (int64_t first = 0; first < k; first += chunk) {
+    float partial = 0.0f;
+    for (int64_t i = first; i < first + chunk && i < k; ++i) {
+      volatile float product = a[i * aStride] * b[i * bStride];
+      partial = partial + product;
+    }
+    accumulator = accumulator + partial;
+  }
+  return accumulator;
 }
 
 FoldCount tetra::numerics::countFoldable(const float *data,
@@ -35,24 +101,22 @@ FoldCount tetra::numerics::countFoldable(const float *data,
     rotate(rotated.data(), view, quantization.rotation, stream.step);
   const QuantizedTensor quantized =
       quantize(rotated.data(), shape, axis, format, stream);
-  const int64_t blocks = view.extent / format.scaling.blockSize;
+  const auto extremes = fiberExtremes(quantized);
+  const std::vector<bool> exact = exactFibers(quantized);
   count.fibers = view.outer * view.inner;
-  bool groupFolds = true;
+  bool groupFolds = true, groupExact = true;
   for (int64_t fiber = 0; fiber < count.fibers; ++fiber) {
-    const int64_t o = fiber / view.inner, i = fiber % view.inner;
-    int largest = 0, smallest = 0xFF;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int code = quantized.scales[(o * blocks + b) * view.inner + i];
-      largest = std::max(largest, code);
-      smallest = std::min(smallest, code);
-    }
-    const bool folds = fiberFolds(largest, smallest);
+    const bool folds =
+        fiberFolds(extremes[fiber].first, extremes[fiber].second);
     count.foldingFibers += folds;
+    count.exactFibers += exact[fiber];
     groupFolds = groupFolds && folds;
+    groupExact = groupExact && exact[fiber];
     if ((fiber + 1) % group == 0 || fiber + 1 == count.fibers) {
       ++count.groups;
       count.foldingGroups += groupFolds;
-      groupFolds = true;
+      count.exactGroups += groupExact;
+      groupFolds = groupExact = true;
     }
   }
   return count;

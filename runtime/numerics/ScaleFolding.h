@@ -1,4 +1,4 @@
-//===- ScaleFolding.h - When sm_90a folds MX scales into codes --*- C++ -*-===//
+//===- ScaleFolding.h - Folded MX scales, and exact sums --------*- C++ -*-===//
 //
 // sm_90a's MXFP4 x MXFP4 GEMM (docs/passes.md, "Scale folding") folds the
 // E8M0 block scales of a result tile into its staged E4M3 codes when every
@@ -39,6 +39,41 @@ constexpr bool fiberFolds(int largest, int smallest) {
          exponent >= -kFoldModerate && exponent <= kFoldModerate;
 }
 
+/// Exact sums: a fiber's codes lie in [ref, ref + kExactSpread] with
+/// ref = max - kExactSpread, so 2 * E2M1 * 2^(code - ref) is an integer of
+/// magnitude <= 12 * 8 = 96 (an int8), and a pair's products (<= 9216)
+/// summed over K <= kExactMaxK stay below 2^31 (an int32).
+constexpr int kExactSpread = 3;
+constexpr int64_t kExactMaxK = 131072;
+
+/// Whether a fiber whose largest and smallest E8M0 codes are these sums
+/// exactly (its reference, largest - kExactSpread, within 2^±kFoldModerate
+/// of 1: a pair's 2^(ref + ref - 256) is then a normal fp32).
+constexpr bool fiberSumsExactly(int largest, int smallest) {
+  const int exponent = largest - kExactSpread - 127;
+  return largest != 0xFF && largest - smallest <= kExactSpread &&
+         exponent >= -kFoldModerate && exponent <= kFoldModerate;
+}
+
+/// The integer an E2M1 code (sign in bit 3) stands for in a block whose
+/// scale code is `offset` above its fiber's exact reference (0..3):
+/// 2 * value * 2^offset.
+int exactInteger(uint8_t e2m1, int offset);
+
+/// For each fiber of `q` along its axis (K-major order, as countFoldable),
+/// whether it sums exactly: false throughout unless `q` is MXFP4 (E2M1
+/// codes, E8M0 scales on blocks of 32).
+std::vector<bool> exactFibers(const QuantizedTensor &q);
+
+/// One result of the scaled matmul contract (TetraKernelOps.td) from the
+/// dequantized fp32 values of its row and column: a[i * aStride] and
+/// b[i * bStride], i < k. `exact` (both fibers sum exactly): the sum in
+/// fp64 — exact for such a pair — rounded once to fp32; else chunks of
+/// `chunk` each summed from +0 in k order (fp32 multiply, then add), the
+/// chunks added in order to +0.
+float contractSum(const float *a, int64_t aStride, const float *b,
+                  int64_t bStride, int64_t k, int64_t chunk, bool exact);
+
 /// Fibers along the axis that fold, and groups of `group` consecutive
 /// fibers (a GEMM tile's rows or columns, in K-major order: fiber
 /// o * inner + i) whose fibers all fold. Empty (all zero) unless the
@@ -46,6 +81,8 @@ constexpr bool fiberFolds(int largest, int smallest) {
 struct FoldCount {
   int64_t fibers = 0, foldingFibers = 0;
   int64_t groups = 0, foldingGroups = 0;
+  /// The same for exact sums (fiberSumsExactly).
+  int64_t exactFibers = 0, exactGroups = 0;
   void add(const FoldCount &other);
 };
 

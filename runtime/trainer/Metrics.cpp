@@ -137,6 +137,7 @@ io::Status MetricsWriter::write(const StepRecord &record) {
   };
   object("sqnr_db", record.sqnrDecibels);
   object("sm90a_folding_tiles", record.foldingTiles);
+  object("exact_pairs", record.exactPairs);
   line += "}\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||
       std::fflush(file_) != 0)

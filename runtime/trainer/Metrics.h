@@ -4,7 +4,8 @@
 // logged step ({"run", "step", "loss", "lr", "grad_norm", "tokens_per_s",
 // "elapsed_s", "eval_loss" on evaluation steps, and "sqnr_db" on steps that
 // measured the quantizers: {"fprop.x": 18.2, ...}, with "sm90a_folding_tiles"
-// per GEMM role for MXFP4 x MXFP4: {"fprop": 0.97, ...}), flushed line by line
+// per GEMM role for MXFP4 x MXFP4: {"fprop": 0.97, ...}, and "exact_pairs", the
+// fraction of its results that sum exactly), flushed line by line
 // so that `tetra plot` can draw a run while it trains. The file reads as one
 // uninterrupted run: a fresh run starts it (and refuses to replace another
 // run's), a resumed one first drops the lines logged after its checkpoint.
@@ -40,6 +41,9 @@ struct StepRecord {
   /// The fraction of MXFP4 x MXFP4 result tiles sm_90a's GEMM folds, per
   /// GEMM role, on the same steps (QuantizationMeter::foldingTiles).
   std::map<std::string, double> foldingTiles;
+  /// The fraction of MXFP4 x MXFP4 results that sum exactly, per GEMM role
+  /// (QuantizationMeter::exactPairs).
+  std::map<std::string, double> exactPairs;
 };
 
 class MetricsWriter {

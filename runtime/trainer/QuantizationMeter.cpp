@@ -48,6 +48,10 @@ io::Status QuantizationMeter::observe(int launch) {
     auto &[tiles, folding] = tiles_[desc.gemm->role];
     tiles += counts[0].groups * counts[1].groups;
     folding += counts[0].foldingGroups * counts[1].foldingGroups;
+    // A result sums exactly when its lhs row and its rhs column do.
+    auto &[results, exact] = pairs_[desc.gemm->role];
+    results += static_cast<double>(counts[0].fibers) * counts[1].fibers;
+    exact += static_cast<double>(counts[0].exactFibers) * counts[1].exactFibers;
   }
   return io::success();
 }
@@ -57,6 +61,14 @@ std::map<std::string, double> QuantizationMeter::decibels() const {
   for (const auto &[key, energy] : energies_)
     if (std::optional<double> db = energy.sqnrDecibels())
       result[key] = *db;
+  return result;
+}
+
+std::map<std::string, double> QuantizationMeter::exactPairs() const {
+  std::map<std::string, double> result;
+  for (const auto &[role, count] : pairs_)
+    if (count.first > 0)
+      result[role] = count.second / count.first;
   return result;
 }
 

@@ -49,6 +49,10 @@ public:
   /// Per GEMM role with MXFP4 x MXFP4 GEMMs: the fraction of their 128 x 128
   /// result tiles that sm_90a's GEMM folds (numerics/ScaleFolding.h).
   std::map<std::string, double> foldingTiles() const;
+  /// The fraction of MXFP4 x MXFP4 results whose row and column both sum
+  /// exactly (the contract's exact sums: numerics::fiberSumsExactly), per
+  /// GEMM role.
+  std::map<std::string, double> exactPairs() const;
 
 private:
   backend::Backend &backend_;
@@ -59,6 +63,8 @@ private:
   std::map<std::string, numerics::ErrorEnergy> energies_;
   /// Per role: result tiles counted, and those that fold.
   std::map<std::string, std::pair<int64_t, int64_t>> tiles_;
+  /// Per role: results, and those that sum exactly.
+  std::map<std::string, std::pair<double, double>> pairs_;
   std::vector<float> host_;
 };
 

@@ -248,6 +248,7 @@ io::Expected<Trainer::StepOutcome> Trainer::runStep(int64_t step, double lr,
           });
       outcome.sqnrDecibels = meter.decibels();
       outcome.foldingTiles = meter.foldingTiles();
+      outcome.exactPairs = meter.exactPairs();
     } else {
       ran = executor_->run(0, schedule.gradientsEnd());
     }
@@ -391,6 +392,7 @@ io::Expected<TrainingSummary> Trainer::train() {
     record.gradNorm = outcome->gradNorm;
     record.sqnrDecibels = std::move(outcome->sqnrDecibels);
     record.foldingTiles = std::move(outcome->foldingTiles);
+    record.exactPairs = std::move(outcome->exactPairs);
     record.elapsedSeconds = elapsedBefore_ + seconds;
     record.tokensPerSecond =
         seconds > 0 ? tokensPerStep * (step - summary.firstStep + 1) / seconds

@@ -121,7 +121,7 @@ private:
         train_(std::move(train)) {}
   struct StepOutcome {
     double loss = 0, gradNorm = 0;
-    std::map<std::string, double> sqnrDecibels, foldingTiles;
+    std::map<std::string, double> sqnrDecibels, foldingTiles, exactPairs;
   };
   /// One optimizer step over config.microBatches micro-batches.
   io::Expected<StepOutcome> runStep(int64_t step, double lr, bool measure);

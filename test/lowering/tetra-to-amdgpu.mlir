@@ -18,20 +18,24 @@
 // E2M1 code as the E4M3 byte of its value and stages 128-byte swizzled
 // rows for its FP8 instructions; gfx950 keeps the codes and stages them
 // packed two per byte, as its MFMA reads them (64 + 16 bytes a row). Both
-// stage two buffers.
+// stage two buffers, then the tile's exact references (the contract's exact
+// sums: MXFP4 x MXFP4), given by one more launch per operand.
 // PLAN-LABEL: gpu.module @wo_wgrad
 // PLAN-SAME: tetra.gemm = {gemm = "wo_wgrad", k = 128 : i64, lhs = {axis = 0 : i64, block = 32 : i64, format = "e2m1", input = 0 : i64, kind = "mx", rotation = {block = 32 : i64, kind = "hadamard", schedule = "fixed", seed = 0 : i64}, rounding = "nearest_even", rule = "floor", scale = "e8m0",
 // AMD-SAME: scratch_encoding = "code", scratch_layout = "k_major"
 // NV-SAME: scratch_encoding = "e4m3", scratch_layout = "k_major"
 // PLAN-SAME: shape = array<i64: 128, 64>, tensor_id = 0 : i64}, m = 64 : i64, n = 32 : i64
-// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_scale_f32_16x16x128_f8f6f4", pitch = array<i64: 80, 80>, staged_buffers = 2 : i64, staged_bytes = 16384 : i64, staging = "registers", step_k = 128 : i64, threads = 128 : i64}
-// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 128, 128>, staged_buffers = 2 : i64, staged_bytes = 26624 : i64, staging = "registers", step_k = 128 : i64, threads = 64 : i64}
+// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, exact_instruction = "v_mfma_scale_f32_16x16x128_f8f6f4", folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_scale_f32_16x16x128_f8f6f4", pitch = array<i64: 80, 80>, staged_buffers = 2 : i64, staged_bytes = 16384 : i64, staging = "registers", step_k = 128 : i64, sums_exactly = true, threads = 128 : i64}
+// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, exact_instruction = "mma.sync.m16n8k32.e4m3.e4m3", folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 128, 128>, staged_buffers = 2 : i64, staged_bytes = 26624 : i64, staging = "registers", step_k = 128 : i64, sums_exactly = true, threads = 64 : i64}
+// PLAN-SAME: scratch = {lhs.codes = 8192 : i64, lhs.exact_refs = 256 : i64, lhs.scales = 256 : i64, rhs.codes = 4096 : i64, rhs.exact_refs = 128 : i64, rhs.scales = 128 : i64}
 // PLAN: gpu.func @wo_wgrad__lhs({{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>, tetra.launch = {arguments = ["input:0", "scratch:lhs.codes", "scratch:lhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 2, 1, 1>}}
 // PLAN: memref.alloca() : memref<32xf32, #gpu.address_space<private>>
 // PLAN: memref.alloca() : memref<32xf32, #gpu.address_space<private>>
 // PLAN-NEXT: scf.if
+// PLAN: gpu.func @wo_wgrad__lhs_fold_refs({{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>, tetra.launch = {arguments = ["scratch:lhs.scales", "scratch:lhs.exact_refs"], block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>}}
 // PLAN: gpu.func @wo_wgrad__rhs({{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>, tetra.launch = {arguments = ["input:1", "scratch:rhs.codes", "scratch:rhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>}}
-// PLAN: gpu.func @wo_wgrad__gemm(%{{.*}}: memref<2048xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<256xi8> {llvm.align = 16 : i64}, %{{.*}}: memref<1024xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<128xi8> {llvm.align = 16 : i64}, %{{.*}}: memref<2048xf32> {llvm.align = 16 : i64}) workgroup(%{{.*}} : memref<{{16384|26624}}xi8, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64})
+// PLAN: gpu.func @wo_wgrad__rhs_fold_refs(
+// PLAN: gpu.func @wo_wgrad__gemm(%{{.*}}: memref<2048xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<256xi8> {llvm.align = 16 : i64}, %{{.*}}: memref<64xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<1024xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<128xi8> {llvm.align = 16 : i64}, %{{.*}}: memref<32xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<2048xf32> {llvm.align = 16 : i64}) workgroup(%{{.*}} : memref<{{16768|27008}}xi8, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64})
 // The block: two waves of 64 lanes (gfx950) or two warps of 32 (sm_90a).
 // AMD-SAME: block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>
 // NV-SAME: block = array<i64: 64, 1, 1>, grid = array<i64: 1, 1, 1>
@@ -44,15 +48,26 @@
 // AMD: gpu.barrier
 // NV: nvvm.barrier #nvvm.reduction<and>
 // PLAN: scf.for
-// AMD: vector.store %{{.*}} {alignment = 8 : i64} : memref<4096xi32, #gpu.address_space<workgroup>>, vector<2xi32>
-// NV: vector.store %{{.*}} {alignment = 16 : i64} : memref<6656xi32, #gpu.address_space<workgroup>>, vector<4xi32>
-// AMD: vector.load %{{.*}}[%{{.*}}] {alignment = 16 : i64} : memref<4096xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// AMD: vector.store %{{.*}} {alignment = 8 : i64} : memref<4192xi32, #gpu.address_space<workgroup>>, vector<2xi32>
+// NV: vector.store %{{.*}} {alignment = 16 : i64} : memref<6752xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// AMD: vector.load %{{.*}}[%{{.*}}] {alignment = 16 : i64} : memref<4192xi32, #gpu.address_space<workgroup>>, vector<4xi32>
 // AMD-COUNT-4: amdgpu.scaled_mfma 16x16x128 ({{.*}}[0] * {{.*}}) * ({{.*}}[0] * {{.*}}) + {{.*}} : f8E8M0FNU, vector<32xf4E2M1FN>, f8E8M0FNU, vector<32xf4E2M1FN>, vector<4xf32>
 // AMD-NOT: amdgpu.scaled_mfma
 // NV-COUNT-32: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"
 // NV-NOT: llvm.call_intrinsic
 // AMD: gpu.barrier
 // NV: nvvm.barrier #nvvm.reduction<and>
+// The exact pass, through the same registers and staged tiles: each chunk
+// sum (gfx950: each MFMA's from zero, under the scales 2^(code - ref))
+// converted to an integer and added in i32, exact; the sums rounded once
+// to fp32 at the store.
+// PLAN: scf.for
+// AMD: amdgpu.scaled_mfma 16x16x128 {{.*}} + %cst{{.*}} : f8E8M0FNU, vector<32xf4E2M1FN>, f8E8M0FNU, vector<32xf4E2M1FN>, vector<4xf32>
+// AMD: arith.fptosi %{{.*}} : vector<4xf32> to vector<4xi32>
+// NV: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"
+// NV: arith.fptosi %{{.*}} : f32 to i32
+// AMD: arith.sitofp %{{.*}} : vector<4xi32> to vector<4xf32>
+// NV: arith.sitofp %{{.*}} : i32 to f32
 #q4 = #tetra.quant<mxfp4>
 #had = #tetra.rotation<hadamard<32>>
 func.func @wgrad(%dy: tensor<128x64xf32>, %x: tensor<128x32xf32>) -> tensor<64x32xf32> {
@@ -72,8 +87,8 @@ func.func @wgrad(%dy: tensor<128x64xf32>, %x: tensor<128x32xf32>) -> tensor<64x3
 // MXFP8: E4M3 codes go to the MFMA as E4M3 (format 0), E5M2 as E5M2. K =
 // 64 is one step of 64: one scaled MFMA 32x32x64 per wave.
 // PLAN-LABEL: gpu.module @mixed_fprop
-// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_scale_f32_32x32x64_f8f6f4", pitch = array<i64: 80, 80>, staged_buffers = 2 : i64, staged_bytes = 16384 : i64, staging = "registers", step_k = 64 : i64, threads = 128 : i64}
-// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e5m2", pitch = array<i64: 64, 64>, staged_buffers = 2 : i64, staged_bytes = 14336 : i64, staging = "registers", step_k = 64 : i64, threads = 64 : i64}
+// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_scale_f32_32x32x64_f8f6f4", pitch = array<i64: 80, 80>, staged_buffers = 2 : i64, staged_bytes = 16384 : i64, staging = "registers", step_k = 64 : i64, sums_exactly = false, threads = 128 : i64}
+// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e5m2", pitch = array<i64: 64, 64>, staged_buffers = 2 : i64, staged_bytes = 14336 : i64, staging = "registers", step_k = 64 : i64, sums_exactly = false, threads = 64 : i64}
 // AMD: amdgpu.scaled_mfma 32x32x64 {{.*}} : f8E8M0FNU, vector<32xf8E4M3FN>, f8E8M0FNU, vector<32xf8E5M2>, vector<16xf32>
 // NV: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e5m2.f32"
 #e4 = #tetra.quant<mxfp8_e4m3>
@@ -96,8 +111,8 @@ func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 // registers, sm_90a in wgmma.m64n64k16 (one warpgroup) on steps copied by
 // cp.async through four staged buffers.
 // PLAN-LABEL: gpu.module @lm_head_dgrad
-// AMD-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_f32_32x32x16_bf16", pitch = array<i64: 144, 144>, staged_buffers = 2 : i64, staged_bytes = 36864 : i64, staging = "registers", step_k = 64 : i64, threads = 256 : i64}
-// NV-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16", pitch = array<i64: 128, 128>, staged_buffers = 4 : i64, staged_bytes = 65536 : i64, staging = "async_copy", step_k = 64 : i64, threads = 128 : i64}
+// AMD-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_f32_32x32x16_bf16", pitch = array<i64: 144, 144>, staged_buffers = 2 : i64, staged_bytes = 36864 : i64, staging = "registers", step_k = 64 : i64, sums_exactly = false, threads = 256 : i64}
+// NV-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16", pitch = array<i64: 128, 128>, staged_buffers = 4 : i64, staged_bytes = 65536 : i64, staging = "async_copy", step_k = 64 : i64, sums_exactly = false, threads = 128 : i64}
 // PLAN: gpu.func @lm_head_dgrad__lhs(%{{.*}}: memref<8192xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<4096xi32>
 // PLAN: gpu.func @lm_head_dgrad__rhs(%{{.*}}: memref<8192xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<4096xi32>
 // PLAN: gpu.func @lm_head_dgrad__gemm

@@ -23,7 +23,7 @@
 // CHECK-SAME: gemm = "layers.0.attn.wq.fprop"
 // CHECK-SAME: lhs = {axis = 1 : i64, block = 32 : i64, format = "e4m3", input = 0 : i64, kind = "mx", rotation = {kind = "none"}, rounding = "nearest_even", rule = "rceil", scale = "e8m0", scratch_encoding = "code", scratch_layout = "k_major"
 // CHECK-SAME: m = 64 : i64, n = 32 : i64
-// CHECK-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 64, 64>, staged_buffers = 2 : i64, staged_bytes = 14336 : i64, staging = "registers", step_k = 64 : i64, threads = 64 : i64}
+// CHECK-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 64, 64>, staged_buffers = 2 : i64, staged_bytes = 14336 : i64, staging = "registers", step_k = 64 : i64, sums_exactly = false, threads = 64 : i64}
 // CHECK-SAME: transpose_lhs = false, transpose_rhs = true
 // Its codes go out as i32 words, sixteen codes (16 bytes) a store.
 // CHECK: gpu.func @wq_fprop__lhs(%{{.*}}: memref<4096xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<1024xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<128xi8> {llvm.align = 16 : i64}, %{{.*}}: i64, %{{.*}}: i64) kernel
@@ -178,19 +178,23 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // wgmma.m64n128k32 (E2M1 codes as E4M3 bytes: every product and every sum
 // of 32 exact) reading A and B through shared-memory descriptors of the
 // staged buffers (128-byte swizzle: steps of 128, four buffers of 33792
-// bytes, then the tile's 256 reference codes: 136192 bytes within the 227
-// KB of an H200 block's shared memory).
+// bytes, then the tile's 256 fold and 256 exact reference codes: 137216
+// bytes within the 227 KB of an H200 block's shared memory).
 //
 // After each operand's quantization, two fold launches: a thread per fiber
 // (row of the K-major scratch) takes its reference code — its largest E8M0
 // code minus 6 where its codes span at most 11 binades, none is NaN and
-// the reference is within 2^±45; else -1 — and a thread per scale block
-// adds 8·(code - ref) to each nonzero byte of its 32 codes (one multiply
-// per word; an offset of 0 where the fiber does not fold) into the folded
-// copy.
+// the reference is within 2^±45; else -1 — and its exact reference (the
+// contract's exact sums: largest minus 3, a span of at most 3), and a
+// thread per scale block adds 8·(code - ref) to each nonzero byte of its
+// 32 codes (one multiply per word; an offset of 0 where the fiber does not
+// fold) into the folded copy, and writes them as the int8 integers
+// 2 · value · 2^(code - exact ref) into the exact copy.
 //
 // The GEMM loads its rows' and columns' references into shared memory and
-// ANDs whether all fold in the barrier that publishes them. Folded, its
+// reduces four flags over the block. Unless the whole tile sums exactly it
+// runs the chunked pass, storing the results whose pair does not sum
+// exactly; where some pair does, the exact pass follows. Folded, its
 // steps are cp.async copies of the folded codes, 16 bytes each: three steps
 // in flight before the loop, then a step waits for its own copies (2 groups
 // left in flight), fences them for the tensor cores' async proxy, passes
@@ -204,12 +208,12 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // 64 results per thread pinned after the wait and scaled in fp32 — on the
 // uniform flag's fast path one integer add and one fma each.
 // CHECK-LABEL: gpu.module @up_fprop
-// CHECK-SAME: plan = {block_tile = array<i64: 128, 128>, chunk = 32 : i64, folds_scales = true, group_tile = array<i64: 64, 128>, instruction = "wgmma.m64n128k32.f32.e4m3.e4m3", pitch = array<i64: 128, 128>, staged_buffers = 4 : i64, staged_bytes = 135168 : i64, staging = "async_copy", step_k = 128 : i64, threads = 256 : i64}
-// CHECK-SAME: scratch = {lhs.codes = 16384 : i64, lhs.fold_refs = 512 : i64, lhs.folded = 16384 : i64, lhs.scales = 512 : i64
+// CHECK-SAME: plan = {block_tile = array<i64: 128, 128>, chunk = 32 : i64, exact_instruction = "wgmma.m64n128k32.s32.s8.s8", folds_scales = true, group_tile = array<i64: 64, 128>, instruction = "wgmma.m64n128k32.f32.e4m3.e4m3", pitch = array<i64: 128, 128>, staged_buffers = 4 : i64, staged_bytes = 135168 : i64, staging = "async_copy", step_k = 128 : i64, sums_exactly = true, threads = 256 : i64}
+// CHECK-SAME: scratch = {lhs.codes = 16384 : i64, lhs.exact = 16384 : i64, lhs.exact_refs = 512 : i64, lhs.fold_refs = 512 : i64, lhs.folded = 16384 : i64, lhs.scales = 512 : i64
 // Every buffer argument 16-byte aligned.
 // CHECK: gpu.func @up_fprop__lhs(%{{.*}}: memref<16384xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<4096xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<512xi8> {llvm.align = 16 : i64}, %{{.*}}: i64, %{{.*}}: i64)
 // CHECK: gpu.func @up_fprop__lhs_fold_refs(
-// CHECK-SAME: arguments = ["scratch:lhs.scales", "scratch:lhs.fold_refs"], block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>
+// CHECK-SAME: arguments = ["scratch:lhs.scales", "scratch:lhs.fold_refs", "scratch:lhs.exact_refs"], block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>
 // CHECK: scf.for {{.*}} -> (i32, i32)
 // CHECK: arith.maxui
 // CHECK: arith.minui
@@ -220,8 +224,14 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // CHECK: arith.cmpi sle, %{{.*}}, %c45_i32
 // CHECK: %[[OR:.*]] = arith.select %{{.*}}, %[[REF]], %c-1_i32
 // CHECK: memref.store %[[OR]]
+// The exact reference (numerics::fiberSumsExactly): max - 3, a spread of
+// at most 3, the same NaN and moderation checks.
+// CHECK: %[[EXACT:.*]] = arith.subi %{{.*}}#0, %c3_i32
+// CHECK: arith.cmpi sle, %{{.*}}, %c3_i32
+// CHECK: %[[EOR:.*]] = arith.select %{{.*}}, %[[EXACT]], %c-1_i32
+// CHECK: memref.store %[[EOR]]
 // CHECK: gpu.func @up_fprop__lhs_fold(
-// CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:lhs.scales", "scratch:lhs.fold_refs", "scratch:lhs.folded"], block = array<i64: 128, 1, 1>, grid = array<i64: 4, 1, 1>
+// CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:lhs.scales", "scratch:lhs.fold_refs", "scratch:lhs.folded", "scratch:lhs.exact_refs", "scratch:lhs.exact"], block = array<i64: 128, 1, 1>, grid = array<i64: 4, 1, 1>
 // CHECK: arith.cmpi sge, %{{.*}}, %c0_i32
 // CHECK: arith.select
 // CHECK-COUNT-2: vector.load
@@ -230,19 +240,34 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // CHECK: arith.andi %{{.*}}, %c134744072_i32
 // CHECK: arith.muli
 // CHECK: vector.store
+// Then the same codes as exact integers, byte by byte:
+// ((8 + M) << (E - 6 + offset)) >> 3 with its sign (exactCodes).
+// CHECK: arith.subi %{{.*}}, %c6_i32
+// CHECK: arith.shli
+// CHECK: arith.shrui %{{.*}}, %c3_i32
+// CHECK: vector.store
 // CHECK: gpu.func @up_fprop__rhs(
 // CHECK: gpu.func @up_fprop__rhs_fold_refs(
 // CHECK: gpu.func @up_fprop__rhs_fold(
 // CHECK: gpu.func @up_fprop__gemm
-// CHECK-SAME: workgroup(%{{.*}} : memref<136192xi8, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64})
-// CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:lhs.scales", "scratch:lhs.folded", "scratch:lhs.fold_refs", "scratch:rhs.codes", "scratch:rhs.scales", "scratch:rhs.folded", "scratch:rhs.fold_refs", "result:0"], block = array<i64: 256, 1, 1>, grid = array<i64: 1, 1, 1>
-// The references, into shared memory after the four staged buffers, and
-// the fold flag ANDed over the block.
+// CHECK-SAME: workgroup(%{{.*}} : memref<137216xi8, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64})
+// CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:lhs.scales", "scratch:lhs.folded", "scratch:lhs.fold_refs", "scratch:lhs.exact", "scratch:lhs.exact_refs", "scratch:rhs.codes", "scratch:rhs.scales", "scratch:rhs.folded", "scratch:rhs.fold_refs", "scratch:rhs.exact", "scratch:rhs.exact_refs", "result:0"], block = array<i64: 256, 1, 1>, grid = array<i64: 1, 1, 1>
+// The fold and exact references, into shared memory after the four staged
+// buffers, and four flags over the block (each a reducing barrier): the
+// tile folds, it sums exactly throughout, no row sums exactly, no column.
 // CHECK: memref.load %{{.*}} : memref<128xi32>
-// CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<34048xi32, #gpu.address_space<workgroup>>
+// CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<34304xi32, #gpu.address_space<workgroup>>
 // CHECK: arith.cmpi sge
 // CHECK: %[[FOLDS:.*]] = nvvm.barrier #nvvm.reduction<and>
 // CHECK: %[[FOLD:.*]] = arith.cmpi ne, %[[FOLDS]]
+// CHECK: %[[ALLS:.*]] = nvvm.barrier #nvvm.reduction<and>
+// CHECK: %[[ALL:.*]] = arith.cmpi ne, %[[ALLS]]
+// CHECK: nvvm.barrier #nvvm.reduction<and>
+// CHECK: nvvm.barrier #nvvm.reduction<and>
+// CHECK: %[[SOME:.*]] = arith.andi
+// The chunked pass unless every pair sums exactly.
+// CHECK: %[[CHUNKED:.*]] = arith.xori %[[ALL]], %true
+// CHECK: scf.if %[[CHUNKED]] {
 // CHECK: %[[SUMS:.*]]:64 = scf.if %[[FOLD]]
 // Folded: steps 0 .. 2 copied before the loop (this tile has one step).
 // CHECK-COUNT-8: nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 16, cache =  cg : !llvm.ptr<3>, !llvm.ptr<1>
@@ -286,10 +311,37 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // CHECK-COUNT-64: math.fma
 // CHECK: nvvm.wgmma.mma_async
 // CHECK: nvvm.barrier #nvvm.reduction<and>
-// The store: folded sums times 2^(ref(row) + ref(col) - 254), exact.
+// The store: folded sums times 2^(ref(row) + ref(col) - 254), exact,
+// where the pair does not sum exactly; then one barrier before the exact
+// pass reuses the staged buffers.
 // CHECK: arith.shli %{{.*}}, %c23_i32
 // CHECK: arith.mulf %[[SUMS]]#0
 // CHECK: arith.select %[[FOLD]]
+// CHECK: scf.if
+// CHECK: memref.store
+// CHECK: nvvm.barrier #nvvm.reduction<and>
+// The exact pass where some pair sums exactly: the exact integers copied
+// by cp.async, two steps ahead; the s32 fragment carried from step to step
+// (s8 wgmma, each step's group left in flight: wait_group 1), the last
+// waited for, each sum pinned, rounded once to fp32 (sitofp: cvt.rn) and
+// multiplied by 2^(ref(row) + ref(col) - 256), exact, where the pair sums
+// exactly.
+// CHECK: scf.if %[[SOME]] {
+// CHECK: nvvm.cp.async.shared.global
+// CHECK: scf.for {{.*}} -> (!llvm.struct<(i32,
+// CHECK: nvvm.cp.async.wait.group 1
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 128, k = 32>, D[<s32>, <one>], A[<s8>, <one>, <row>], B[<s8>, <one>, <col>]
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-COUNT-64: llvm.inline_asm has_side_effects "", "=r,0"
+// CHECK: arith.sitofp %{{.*}} : i32 to f32
+// CHECK: arith.subi %{{.*}}, %c129_i32
+// CHECK: arith.shli %{{.*}}, %c23_i32
+// CHECK: arith.mulf
+// CHECK: scf.if
+// CHECK: memref.store
 #q4w = #tetra.quant<mxfp4>
 func.func @wgmma(%x: tensor<128x128xf32>, %w: tensor<128x128xf32>) -> tensor<128x128xf32> {
   %y = tetra.kernel "up_fprop" (%a = %x, %b = %w) : (tensor<128x128xf32>, tensor<128x128xf32>) -> tensor<128x128xf32> {

@@ -198,6 +198,7 @@ std::vector<uint8_t> kMajor(const std::vector<uint8_t> &bytes,
 struct Outcome {
   bool codesEqual = true, scalesEqual = true, bitExact = true;
   int64_t nanMismatches = 0, boundViolations = 0, overflowing = 0;
+  int64_t exactPairs = 0; ///< Results the contract sums exactly.
   /// The largest error relative to the sum of |products| (the quantity
   /// the contract bounds by gamma; relative to |exact| it is unbounded
   /// where terms cancel).
@@ -230,9 +231,9 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
   std::printf("inputs drawn with seed %llu\n",
               static_cast<unsigned long long>(runSeed));
   std::mt19937_64 random(runSeed);
-  std::printf("%-28s %-6s %-6s %-6s %-22s %-6s %-6s %-11s %s\n", "kernel",
+  std::printf("%-28s %-6s %-6s %-6s %-22s %-6s %-6s %-11s %-6s %s\n", "kernel",
               "role", "lhs", "rhs", "rotation (lhs/rhs)", "codes", "scales",
-              "err/sum|ab|", "GEMM");
+              "err/sum|ab|", "exact%", "GEMM");
   int kernels = 0;
   for (const bundle::Kernel &kernel : compiled.kernels) {
     ++kernels;
@@ -303,6 +304,8 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
         return host;
       };
       Outcome outcome;
+      // Per side, whether each fiber sums exactly (empty: none does).
+      std::vector<bool> exactFiber[2];
       Reference expected[2] = {reference(lhs, inputs[0], seed, step),
                                reference(rhs, inputs[1], seed, step)};
       const char *sides[2] = {"lhs", "rhs"};
@@ -359,6 +362,42 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
               << name << " " << sides[side] << " folded codes";
           outcome.codesEqual &= refs == expectedRefs;
         }
+        // Exact sums (numerics::fiberSumsExactly): each fiber's exact
+        // reference or -1, and, where the exact pass copies them, its codes
+        // as the int8 bytes of their integers (numerics::exactInteger).
+        if (kernel.scratch.count(scratch + ".exact_refs")) {
+          const int64_t fibers = operand.count() / k, perFiber = k / 32;
+          std::vector<uint8_t> refBytes = download(scratch + ".exact_refs", 4 * fibers);
+          std::vector<int32_t> refs(fibers), expectedRefs(fibers);
+          std::memcpy(refs.data(), refBytes.data(), refBytes.size());
+          std::vector<uint8_t> expectedIntegers(expectedCodes.size(), 0);
+          exactFiber[side].assign(fibers, false);
+          for (int64_t f = 0; f < fibers; ++f) {
+            int largest = 0, smallest = 0xFF;
+            for (int64_t c = 0; c < perFiber; ++c) {
+              largest = std::max<int>(largest, expectedScales[f * perFiber + c]);
+              smallest = std::min<int>(smallest, expectedScales[f * perFiber + c]);
+            }
+            exactFiber[side][f] = numerics::fiberSumsExactly(largest, smallest);
+            expectedRefs[f] = exactFiber[side][f] ? largest - numerics::kExactSpread : -1;
+            const std::vector<uint8_t> &raw = expected[side].codes;
+            std::vector<uint8_t> rawKMajor = kMajor(raw, operand.shape, operand.axis, 1, 1);
+            for (int64_t j = 0; j < k; ++j) {
+              const int offset = exactFiber[side][f]
+                                     ? expectedScales[f * perFiber + j / 32] - expectedRefs[f]
+                                     : 0;
+              expectedIntegers[f * k + j] = static_cast<uint8_t>(
+                  numerics::exactInteger(rawKMajor[f * k + j], offset));
+            }
+          }
+          EXPECT_EQ(refs, expectedRefs) << name << " " << sides[side] << " exact references";
+          outcome.codesEqual &= refs == expectedRefs;
+          if (kernel.scratch.count(scratch + ".exact")) {
+            std::vector<uint8_t> integers = download(scratch + ".exact", expectedIntegers.size());
+            outcome.codesEqual &= integers == expectedIntegers;
+            EXPECT_EQ(integers, expectedIntegers) << name << " " << sides[side] << " exact integers";
+          }
+        }
         if (operand.kind == "nvfp4") {
           std::vector<uint8_t> tensorScale = download(scratch + ".tensor_scale", 4);
           outcome.scalesEqual &=
@@ -407,6 +446,12 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
             }
             acc = acc + partial;
           }
+          // The contract's result: exact where the pair sums exactly.
+          const bool exactPair = !exactFiber[0].empty() && !exactFiber[1].empty() &&
+                                 exactFiber[0][row] && exactFiber[1][col];
+          if (exactPair)
+            acc = static_cast<float>(exact);
+          outcome.exactPairs += exactPair;
           float got = result[row * n + col];
           // A NaN block (NaN scale) makes the output NaN on every target.
           if (nanOperand) {
@@ -454,7 +499,7 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
                : (o.rotation.kind == numerics::RotationKind::Hadamard ? "had" : "rhad") +
                      std::to_string(o.rotation.blockSize);
       };
-      std::printf("%-28s %-6s %-6s %-6s %-22s %-6s %-6s %-11.2e %s%s\n",
+      std::printf("%-28s %-6s %-6s %-6s %-22s %-6s %-6s %-11.2e %-6.1f %s%s\n",
                   (name.substr(0, 20) + (kind == Inputs::Plain         ? " plain"
                                          : kind == Inputs::Adversarial ? " advers"
                                                                        : " K32wc"))
@@ -468,7 +513,7 @@ TEST_F(BundleGemm, EveryKernelAgreesWithNumerics) {
                    (lhs.format.rounding == numerics::Rounding::Stochastic ? " sr" : ""))
                       .c_str(),
                   outcome.codesEqual ? "same" : "DIFF", outcome.scalesEqual ? "same" : "DIFF",
-                  outcome.maxNormalized,
+                  outcome.maxNormalized, 100.0 * outcome.exactPairs / (m * n),
                   outcome.bitExact ? "bit-exact" : (outcome.boundViolations ? "OUT OF BOUND" : "within bound"),
                   outcome.overflowing
                       ? (" (" + std::to_string(outcome.overflowing) + " outputs overflow fp32)").c_str()

@@ -19,6 +19,7 @@
 #include "KernelHarness.h"
 
 #include "runtime/numerics/ReferenceGemm.h"
+#include "runtime/numerics/ScaleFolding.h"
 
 #include <map>
 
@@ -299,24 +300,24 @@ float opAt(const std::vector<float> &values, int64_t cols, bool transpose,
   return transpose ? values[c * cols + r] : values[r * cols + c];
 }
 
-/// The scaled matmul's defined fp32 arithmetic (TetraKernelOps.td): chunks
-/// of G along K, each summed from +0 in k order, added in chunk order.
-std::vector<float> chunkedProduct(const Gemm &g, const std::vector<float> &a,
-                                  const std::vector<float> &b, int64_t chunk) {
+/// The scaled matmul's defined arithmetic (TetraKernelOps.td,
+/// numerics::contractSum): chunks of G along K, each summed from +0 in k
+/// order, added in chunk order — or, where the row's and the column's
+/// fibers both sum exactly (`rowExact`, `colExact`; empty: none), the exact
+/// sum rounded once.
+std::vector<float> contractProduct(const Gemm &g, const std::vector<float> &a,
+                                   const std::vector<float> &b, int64_t chunk,
+                                   const std::vector<bool> &rowExact,
+                                   const std::vector<bool> &colExact) {
   std::vector<float> c(g.m() * g.n());
   for (int64_t row = 0; row < g.m(); ++row)
     for (int64_t col = 0; col < g.n(); ++col) {
-      float accumulator = 0.0f;
-      for (int64_t first = 0; first < g.k(); first += chunk) {
-        float partial = 0.0f;
-        for (int64_t k = first; k < first + chunk; ++k) {
-          const float product = opAt(a, g.a->cols, g.transposeA, row, k) *
-                                opAt(b, g.b->cols, !g.transposeB, col, k);
-          partial = partial + product;
-        }
-        accumulator = accumulator + partial;
-      }
-      c[row * g.n() + col] = accumulator;
+      const bool exact = !rowExact.empty() && !colExact.empty() &&
+                         rowExact[row] && colExact[col];
+      c[row * g.n() + col] = numerics::contractSum(
+          &a[g.transposeA ? row : row * g.a->cols], g.transposeA ? g.a->cols : 1,
+          &b[g.transposeB ? col * g.b->cols : col], g.transposeB ? 1 : g.b->cols,
+          g.k(), chunk, exact);
     }
   return c;
 }
@@ -491,7 +492,12 @@ Expected expectedFor(const Policy &policy, Role role, bool wrongAxis = false) {
       chunk = std::min<int64_t>(chunk, quant->blockFormat().scaling.blockSize);
 
   Expected expected;
-  expected.chunked = chunkedProduct(g, a.values, b.values, chunk);
+  std::vector<bool> rowExact, colExact;
+  if (a.quantized && b.quantized && !wrongAxis) {
+    rowExact = numerics::exactFibers(*a.quantized);
+    colExact = numerics::exactFibers(*b.quantized);
+  }
+  expected.chunked = contractProduct(g, a.values, b.values, chunk, rowExact, colExact);
   const std::vector<double> exactA = exactKMajor(a, *g.a, g.transposeA);
   const std::vector<double> exactB = exactKMajor(b, *g.b, !g.transposeB);
   if (a.quantized && b.quantized && !wrongAxis) {

@@ -91,3 +91,76 @@ TEST(ScaleFolding, OnlyE8M0) {
 }
 
 } // namespace
+
+// Exact sums: ref = max - 3, every code within [ref, ref + 3] — a spread
+// of 3 binades sums exactly, 4 does not; no NaN scale; the reference within
+// 2^±45 of 1.
+TEST(ExactSums, Window) {
+  EXPECT_TRUE(fiberSumsExactly(127, 127));
+  EXPECT_TRUE(fiberSumsExactly(130, 127));  // spread 3
+  EXPECT_FALSE(fiberSumsExactly(131, 127)); // spread 4
+  EXPECT_FALSE(fiberSumsExactly(0xFF, 0xFF));
+  EXPECT_TRUE(fiberSumsExactly(127 + 3 + 45, 127 + 3 + 45));
+  EXPECT_FALSE(fiberSumsExactly(127 + 3 + 46, 127 + 3 + 46));
+  EXPECT_TRUE(fiberSumsExactly(127 + 3 - 45, 127 + 3 - 45));
+  EXPECT_FALSE(fiberSumsExactly(127 + 3 - 46, 127 + 3 - 46));
+}
+
+// Each E2M1 code as the integer 2 · value · 2^offset: the eight magnitudes,
+// the sign in bit 3 (negative zero is 0), and the largest, 12 · 8 = 96,
+// which an int8 holds.
+TEST(ExactSums, Integers) {
+  const int twice[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+  for (int code = 0; code < 16; ++code)
+    for (int offset = 0; offset <= kExactSpread; ++offset) {
+      const int expected = (code & 8 ? -1 : 1) * (twice[code & 7] << offset);
+      EXPECT_EQ(exactInteger(code, offset), expected) << code << " " << offset;
+      EXPECT_EQ(2.0 * decodeE2M1(code) * std::ldexp(1.0, offset),
+                exactInteger(code, offset));
+    }
+  EXPECT_EQ(exactInteger(7, 3), 96);
+  EXPECT_EQ(exactInteger(15, 3), -96);
+  EXPECT_EQ(exactInteger(8, 2), 0);
+}
+
+// Fibers of an MXFP4 tensor: rows whose block scales lie within 3 binades
+// sum exactly; a NaN block, or a 4-binade spread, does not; any format
+// other than MXFP4 has none. FoldCount counts them beside the folds.
+TEST(ExactSums, Fibers) {
+  const std::vector<int64_t> shape = {4, 64};
+  std::vector<float> data(4 * 64, 1.0f);
+  for (int64_t k = 32; k < 64; ++k) {
+    data[1 * 64 + k] = 8.0f;  // 3 binades: exact
+    data[2 * 64 + k] = 16.0f; // 4: not
+  }
+  data[3 * 64 + 5] = std::numeric_limits<float>::quiet_NaN();
+  const QuantizedTensor q = quantize(data.data(), shape, 1, mxfp4().format);
+  EXPECT_EQ(exactFibers(q), (std::vector<bool>{true, true, false, false}));
+  FoldCount count = countFoldable(data.data(), shape, 1, mxfp4(), {}, 2);
+  EXPECT_EQ(count.exactFibers, 2);
+  EXPECT_EQ(count.exactGroups, 1);
+  EXPECT_EQ(count.foldingFibers, 3);
+  const QuantizedTensor q8 =
+      quantize(data.data(), shape, 1, *blockFormatPreset("mxfp8_e4m3"));
+  EXPECT_EQ(exactFibers(q8), std::vector<bool>(4, false));
+}
+
+// The contract's result: chunked, each chunk from +0 and the chunks added in
+// fp32 — where three chunks of 2^24, 1 and 1 lose both ones (ties to even)
+// — or, for a pair that sums exactly, the exact sum rounded once (2^24 + 2).
+TEST(ExactSums, ContractSum) {
+  std::vector<float> a(96, 0.0f), b(96, 1.0f);
+  a[0] = std::ldexp(1.0f, 24);
+  a[32] = 1.0f;
+  a[64] = 1.0f;
+  EXPECT_EQ(contractSum(a.data(), 1, b.data(), 1, 96, 32, false),
+            std::ldexp(1.0f, 24));
+  EXPECT_EQ(contractSum(a.data(), 1, b.data(), 1, 96, 32, true),
+            std::ldexp(1.0f, 24) + 2.0f);
+  // Strides: the same values every other element.
+  std::vector<float> spread(192, 0.0f);
+  for (int i = 0; i < 96; ++i)
+    spread[2 * i] = a[i];
+  EXPECT_EQ(contractSum(spread.data(), 2, b.data(), 1, 96, 32, true),
+            std::ldexp(1.0f, 24) + 2.0f);
+}
