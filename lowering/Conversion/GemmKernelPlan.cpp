@@ -979,6 +979,23 @@ Value GemmKernelLowering::lhsScaleCode(QuantizationEmitter &e,
                                        Value blockInStep) {
   return stagedScale(e, step, lhsScalesAt(), tiling.blockM, row, blockInStep);
 }
+Value GemmKernelLowering::exactReference(QuantizationEmitter &e,
+                                         const StagedStep &step, int side,
+                                         Value at) {
+  return memref::LoadOp::create(
+      e.b, step.words,
+      ValueRange{e.addIndex(
+          e.cIndex(step.exactRefsAt + (side == 0 ? 0 : tiling.blockM)), at)});
+}
+
+Value GemmKernelLowering::exactOffset(QuantizationEmitter &e,
+                                      const StagedStep &step, int side,
+                                      Value at, Value code) {
+  Value ref = exactReference(e, step, side, at);
+  return e.select(e.cmp(CmpIPredicate::sge, ref, e.c32(0)), e.sub(code, ref),
+                  e.c32(0));
+}
+
 Value GemmKernelLowering::rhsScaleCode(QuantizationEmitter &e,
                                        const StagedStep &step, Value col,
                                        Value blockInStep) {
@@ -1546,9 +1563,8 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
   // exactly.
   auto pairExact = [&](Value row, Value col) -> Value {
     auto exactAt = [&](int side, Value at) {
-      Value ref = memref::LoadOp::create(b, step.words,
-                                         ValueRange{refIndex(Exact, side, at)});
-      return e.cmp(CmpIPredicate::sge, ref, e.c32(0));
+      return e.cmp(CmpIPredicate::sge, exactReference(e, step, side, at),
+                   e.c32(0));
     };
     return arith::AndIOp::create(b, exactAt(0, row), exactAt(1, col));
   };

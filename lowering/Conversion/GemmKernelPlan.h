@@ -333,6 +333,15 @@ protected:
   /// block `blockInStep` of the step.
   mlir::Value lhsScaleCode(QuantizationEmitter &e, const StagedStep &step,
                            mlir::Value row, mlir::Value blockInStep);
+  /// The exact reference (i32, -1 where the fiber does not sum exactly)
+  /// of row `at` of the lhs tile (side 0) or column `at` of the rhs tile
+  /// (side 1), from the staged references (StagedStep::exactRefsAt); and
+  /// a scale code's offset above it (0 where the fiber does not sum
+  /// exactly).
+  mlir::Value exactReference(QuantizationEmitter &e, const StagedStep &step,
+                             int side, mlir::Value at);
+  mlir::Value exactOffset(QuantizationEmitter &e, const StagedStep &step,
+                          int side, mlir::Value at, mlir::Value code);
   mlir::Value rhsScaleCode(QuantizationEmitter &e, const StagedStep &step,
                            mlir::Value col, mlir::Value blockInStep);
 

@@ -187,12 +187,7 @@ AMDGPUGemmLowering::accumulateStep(QuantizationEmitter &e,
   // into the i32 accumulators. A fiber that does not sum exactly (ref -1)
   // takes scale 1: results the plan does not store.
   auto exactScale = [&](Value code, int side, Value at) {
-    Value ref = memref::LoadOp::create(
-        e.b, step.words,
-        ValueRange{e.addIndex(
-            e.cIndex(step.exactRefsAt + (side == 0 ? 0 : tiling.blockM)), at)});
-    return scale(e.select(e.cmp(CmpIPredicate::sge, ref, e.c32(0)),
-                          e.add(e.sub(code, ref), e.c32(127)), e.c32(127)));
+    return scale(e.add(exactOffset(e, step, side, at, code), e.c32(127)));
   };
   auto scaledMfma = [&](Value &c, int64_t size, Value a, Value b, Value rowCode,
                         Value row, Value colCode, Value col) {

@@ -651,13 +651,7 @@ SmallVector<Value> NVVMGemmLowering::addExactly(QuantizationEmitter &e,
       const int64_t i = static_cast<int64_t>(index);
       Value at = side == 0 ? resultRow(e, step, i / 2, 2 * (i % 2))
                            : resultCol(e, step, i / 2, i % 2);
-      Value ref = memref::LoadOp::create(
-          e.b, step.words,
-          ValueRange{e.addIndex(
-              e.cIndex(step.exactRefsAt + (side == 0 ? 0 : tiling.blockM)),
-              at)});
-      offsets.push_back(e.select(e.cmp(CmpIPredicate::sge, ref, e.c32(0)),
-                                 e.sub(code, ref), e.c32(0)));
+      offsets.push_back(exactOffset(e, step, side, at, code));
     }
     return offsets;
   };
