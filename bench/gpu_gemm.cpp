@@ -7,11 +7,18 @@
 //
 //   tetra-bench-gpu-gemm BUNDLE [--reps N] [--filter TEXT]
 //
-// Each kernel's launches run once to warm up, then N times (default 5);
-// each launch is timed from its submission to the end of a synchronize, so
-// a time includes one launch's overhead (a few microseconds). TFLOP/s
-// counts 2·M·N·K for the MMA launch alone and for the whole GEMM (operand
-// launches included). For the MMA launch as the driver compiled it: its
+// Each launch runs once to warm up, then N times (default 5) a batch of
+// kBatch launches back to back, timed from the first submission to the end
+// of one synchronize: a launch's time is the median batch over kBatch, so
+// the host's submission cost overlaps the GPU's work, as in a training
+// step (each operand is far larger than the L2, so back-to-back launches
+// still read it from memory). TFLOP/s counts 2·M·N·K for the MMA launch
+// alone and for the whole GEMM (operand launches included); "X q TB/s"
+// and "W q TB/s" are each operand's quantize launch alone (NAME__lhs,
+// NAME__rhs: the rotation and quantization, not the fold launches) in
+// bytes moved per second — its fp32 input read, its codes (one byte each,
+// two for bf16) and its scale codes written — with its registers per
+// thread and resident warps per SM ("q regs", "q warps", X/W). For the MMA launch as the driver compiled it: its
 // registers per thread, static shared memory, local bytes per thread
 // (spills) and resident warps per SM (the occupancy). Then a check of the
 // MMA launch on the shapes it was timed on: 256 sampled results (the
@@ -77,10 +84,10 @@ int main(int argc, char **argv) {
   std::printf("%s; bundle %s (%s, policy %s), median of %d\n",
               gpu.description().c_str(), bundle.c_str(),
               compiled->model.c_str(), compiled->policy.c_str(), reps);
-  std::printf("%-28s %-6s %-22s %10s %10s %10s %9s %9s %5s %7s %6s %8s  %s\n",
+  std::printf("%-28s %-6s %-22s %10s %10s %10s %9s %9s %9s %9s %7s %7s %5s %7s %6s %8s  %s\n",
               "kernel", "role", "M x N x K", "lhs ms", "rhs ms", "mma ms",
-              "mma TF/s", "all TF/s", "regs", "smem KB", "local", "warps/SM",
-              "check");
+              "mma TF/s", "all TF/s", "X q TB/s", "W q TB/s", "q regs",
+              "q warps", "regs", "smem KB", "local", "warps/SM", "check");
   // One pool of random inputs (normal, from a fixed seed), drawn once and
   // reused by every kernel: drawing each operand afresh costs the host more
   // than all the timed launches together.
@@ -141,6 +148,18 @@ int main(int argc, char **argv) {
     // Median milliseconds of the left operand's prologue launches, the
     // right's, and the GEMM launch.
     double medians[3] = {0, 0, 0};
+    // Each operand's quantize launch alone, and the bytes it moves.
+    double quantizeMs[2] = {0, 0}, quantizeBytes[2] = {0, 0};
+    int quantizeRegisters[2] = {0, 0}, quantizeWarps[2] = {0, 0};
+    for (int side = 0; side < 2; ++side) {
+      const io::JsonValue &operand = computes.get(side == 0 ? "lhs" : "rhs");
+      const auto &shape = operand.get("shape").items();
+      const double count = double(shape[0].asInt64()) * shape[1].asInt64();
+      const std::string kind = operand.get("kind").asString();
+      const double block = kind == "mx" ? 32 : kind == "nvfp4" ? 16 : 0;
+      quantizeBytes[side] = count * (4 + (kind == "bf16" ? 2 : 1)) +
+                            (block > 0 ? count / block : 0);
+    }
     backend::CudaBackend::KernelResources used;
     int warpsPerBlock = 0;
     for (const bundle::Launch &launch : kernel.launches) {
@@ -152,17 +171,22 @@ int main(int argc, char **argv) {
       std::vector<backend::Scalar> scalars;
       if (io::Status bound = launch.bind(buffers, 42, 3, args, scalars); !bound)
         return fail(bound.error().message());
+      if (!gpu.launch(*function, launch.config, args, scalars) ||
+          !gpu.synchronize()) // warm-up
+        return fail("launch of " + launch.function + " failed");
+      constexpr int kBatch = 10;
       std::vector<double> times;
-      for (int rep = 0; rep <= reps; ++rep) {
+      for (int rep = 0; rep < reps; ++rep) {
         auto start = std::chrono::steady_clock::now();
-        if (!gpu.launch(*function, launch.config, args, scalars) ||
-            !gpu.synchronize())
+        for (int i = 0; i < kBatch; ++i)
+          if (!gpu.launch(*function, launch.config, args, scalars))
+            return fail("launch of " + launch.function + " failed");
+        if (!gpu.synchronize())
           return fail("launch of " + launch.function + " failed");
-        double ms = std::chrono::duration<double, std::milli>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
-        if (rep > 0) // the first run warms up
-          times.push_back(ms);
+        times.push_back(std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - start)
+                            .count() /
+                        kBatch);
       }
       std::sort(times.begin(), times.end());
       const std::string &launched = launch.function;
@@ -170,15 +194,23 @@ int main(int argc, char **argv) {
                  : launched.find("__rhs") != std::string::npos ? 1
                                                                : 2;
       medians[slot] += times[times.size() / 2];
-      if (slot == 2) {
+      const bool quantizes =
+          slot < 2 && launched == name + (slot == 0 ? "__lhs" : "__rhs");
+      if (quantizes || slot == 2) {
         const uint32_t *block = launch.config.block;
         int threads = static_cast<int>(block[0] * block[1] * block[2]);
-        warpsPerBlock = threads / 32;
         io::Expected<backend::CudaBackend::KernelResources> found =
             gpu.resources(*function, threads);
         if (!found)
           return fail(found.error().message());
-        used = *found;
+        if (quantizes) {
+          quantizeMs[slot] = times[times.size() / 2];
+          quantizeRegisters[slot] = found->registers;
+          quantizeWarps[slot] = found->blocksPerSM * threads / 32;
+        } else {
+          warpsPerBlock = threads / 32;
+          used = *found;
+        }
       }
     }
     // The sampled check (see the header).
@@ -272,10 +304,18 @@ int main(int argc, char **argv) {
     char shape[64];
     std::snprintf(shape, sizeof(shape), "%lld x %lld x %lld", (long long)m,
                   (long long)n, (long long)k);
-    std::printf("%-28s %-6s %-22s %10.3f %10.3f %10.3f %9.2f %9.2f %5d %7.1f %6d %8d  %s\n",
+    const std::string quantizeUse[2] = {
+        std::to_string(quantizeRegisters[0]) + "/" +
+            std::to_string(quantizeRegisters[1]),
+        std::to_string(quantizeWarps[0]) + "/" +
+            std::to_string(quantizeWarps[1])};
+    std::printf("%-28s %-6s %-22s %10.3f %10.3f %10.3f %9.2f %9.2f %9.2f %9.2f %7s %7s %5d %7.1f %6d %8d  %s\n",
                 name.substr(0, 28).c_str(), computes.get("role").asString().c_str(),
                 shape, medians[0], medians[1], medians[2],
-                flops / (medians[2] * 1e9), flops / (all * 1e9), used.registers,
+                flops / (medians[2] * 1e9), flops / (all * 1e9),
+                quantizeBytes[0] / (quantizeMs[0] * 1e9),
+                quantizeBytes[1] / (quantizeMs[1] * 1e9),
+                quantizeUse[0].c_str(), quantizeUse[1].c_str(), used.registers,
                 used.staticSharedBytes / 1024.0, used.localBytes,
                 used.blocksPerSM * warpsPerBlock, checked.c_str());
     for (auto &[key, buffer] : buffers)

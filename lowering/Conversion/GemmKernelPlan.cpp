@@ -459,6 +459,8 @@ void buildSegmentThreads(gpu::GPUFuncOp func, const OperandPlan &operand,
   }
   auto guard = scf::IfOp::create(b, inRange, /*withElseRegion=*/false);
   b.setInsertionPointToStart(&guard.getThenRegion().front());
+  // Every loop below unrolls: the segment lives in registers, loaded once.
+  e.unrollsLoops = true;
 
   Segment s;
   s.length = segment;
@@ -482,8 +484,33 @@ void buildSegmentThreads(gpu::GPUFuncOp func, const OperandPlan &operand,
   };
   s.kMajorIndexOf = kMajorIndexOf;
 
-  // The rotated segment, in a local buffer (signs and butterflies per
-  // rotation block, then 1/sqrt(B)).
+  // The segment's elements, each loaded once: 16 bytes a load where they
+  // are contiguous (the segment starts at a multiple of 32 elements of a
+  // 16-byte aligned buffer), else one at a time.
+  SmallVector<Value> loaded;
+  if (innerSize == 1) {
+    for (int64_t j = 0; j < segment; j += 4) {
+      Value quad = vector::LoadOp::create(
+          b, VectorType::get({4}, f32), input, ValueRange{indexOf(e.cIndex(j))},
+          /*nontemporal=*/false, b.getI64IntegerAttr(16));
+      for (int64_t q = 0; q < 4; ++q)
+        loaded.push_back(
+            vector::ExtractOp::create(b, quad, ArrayRef<int64_t>{q}));
+    }
+  } else {
+    for (int64_t j = 0; j < segment; ++j)
+      loaded.push_back(
+          memref::LoadOp::create(b, input, ValueRange{indexOf(e.cIndex(j))}));
+  }
+  auto elementAt = [&](Value j) -> int64_t {
+    std::optional<int64_t> constant = QuantizationEmitter::constantIndex(j);
+    assert(constant && "an unrolled segment's index is a constant");
+    return *constant;
+  };
+
+  // The rotated segment, in a local buffer indexed by constants only, which
+  // LLVM keeps in registers (signs and butterflies per rotation block, then
+  // 1/sqrt(B)).
   if (rotated) {
     if (signs) {
       Value signStep =
@@ -497,8 +524,7 @@ void buildSegmentThreads(gpu::GPUFuncOp func, const OperandPlan &operand,
     for (int64_t r = 0; r < segment / rotationBlock; ++r) {
       Value base = e.cIndex(r * rotationBlock);
       e.loop(e.cIndex(0), e.cIndex(rotationBlock), [&](Value j) {
-        Value x = memref::LoadOp::create(
-            b, input, ValueRange{indexOf(e.addIndex(base, j))});
+        Value x = loaded[elementAt(e.addIndex(base, j))];
         if (signs)
           x = e.mulf(x, memref::LoadOp::create(b, signs, j));
         memref::StoreOp::create(b, x, work, j);
@@ -514,7 +540,7 @@ void buildSegmentThreads(gpu::GPUFuncOp func, const OperandPlan &operand,
   auto value = [&](Value j) -> Value {
     if (rotated)
       return memref::LoadOp::create(b, rotatedValues, j);
-    return memref::LoadOp::create(b, input, ValueRange{indexOf(j)});
+    return loaded[elementAt(j)];
   };
   s.value = value;
   body(e, s);

@@ -355,11 +355,15 @@ void QuantizationEmitter::hadamardButterflies(Value work, int64_t blockSize) {
   for (int64_t h = 1; h < blockSize; h *= 2) {
     const int64_t log2h = llvm::Log2_64(h);
     loop(cIndex(0), cIndex(blockSize / 2), [&](Value pair) {
-      Value high =
-          arith::ShLIOp::create(b, arith::ShRUIOp::create(b, pair, cIndex(log2h)),
-                                cIndex(log2h + 1));
-      Value lo =
-          addIndex(high, arith::AndIOp::create(b, pair, cIndex(h - 1)));
+      // Constant indices where the loop unrolls.
+      auto index = [&](auto op, Value x, int64_t y) -> Value {
+        using Op = decltype(op);
+        return unrollsLoops ? b.createOrFold<Op>(x, cIndex(y))
+                            : Op::create(b, x, cIndex(y));
+      };
+      Value high = index(arith::ShLIOp(), index(arith::ShRUIOp(), pair, log2h),
+                         log2h + 1);
+      Value lo = addIndex(high, index(arith::AndIOp(), pair, h - 1));
       Value hi = addIndex(lo, cIndex(h));
       Value x = memref::LoadOp::create(b, work, lo);
       Value y = memref::LoadOp::create(b, work, hi);

@@ -21,10 +21,12 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 #include <array>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 namespace tetra::conversion {
@@ -281,8 +283,26 @@ public:
   // Loops
   //===--------------------------------------------------------------------===//
 
+  /// Whether loops with constant bounds are unrolled as they are built:
+  /// each iteration's body inlined with its index as a constant, so that a
+  /// caller holding its elements in registers (SSA values) can pick element
+  /// j by its constant index, and local buffers indexed only by constants
+  /// become registers (LLVM's SROA). The GPU prologues unroll; the CPU's
+  /// loops stay loops. The arithmetic is the same either way.
+  bool unrollsLoops = false;
+
+  /// The constant value of an index built by cIndex (or folded from one).
+  static std::optional<int64_t> constantIndex(Value index) {
+    return mlir::getConstantIntValue(index);
+  }
+
   /// for (iv = lower; iv < upper; ++iv) body(iv)
   void loop(Value lower, Value upper, function_ref<void(Value)> body) {
+    if (auto bounds = unrolledBounds(lower, upper)) {
+      for (int64_t i = bounds->first; i < bounds->second; ++i)
+        body(cIndex(i));
+      return;
+    }
     auto forOp = scf::ForOp::create(b, lower, upper, cIndex(1));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(forOp.getBody());
@@ -293,6 +313,12 @@ public:
   SmallVector<Value>
   loop(Value lower, Value upper, ValueRange initial,
        function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    if (auto bounds = unrolledBounds(lower, upper)) {
+      SmallVector<Value> carried(initial.begin(), initial.end());
+      for (int64_t i = bounds->first; i < bounds->second; ++i)
+        carried = body(cIndex(i), carried);
+      return carried;
+    }
     auto forOp = scf::ForOp::create(b, lower, upper, cIndex(1), initial);
     {
       OpBuilder::InsertionGuard guard(b);
@@ -304,10 +330,32 @@ public:
     return SmallVector<Value>(forOp.getResults());
   }
 
-  Value addIndex(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
-  Value mulIndex(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
+  /// Index arithmetic; folded where loops unroll (so unrolled bodies keep
+  /// constant indices).
+  Value addIndex(Value x, Value y) {
+    return unrollsLoops ? b.createOrFold<arith::AddIOp>(x, y)
+                        : arith::AddIOp::create(b, x, y);
+  }
+  Value mulIndex(Value x, Value y) {
+    return unrollsLoops ? b.createOrFold<arith::MulIOp>(x, y)
+                        : arith::MulIOp::create(b, x, y);
+  }
   Value divIndex(Value x, int64_t y) {
-    return arith::DivUIOp::create(b, x, cIndex(y));
+    return unrollsLoops ? b.createOrFold<arith::DivUIOp>(x, cIndex(y))
+                        : arith::DivUIOp::create(b, x, cIndex(y));
+  }
+
+private:
+  /// [lower, upper) when loops unroll and both are constants.
+  std::optional<std::pair<int64_t, int64_t>> unrolledBounds(Value lower,
+                                                            Value upper) {
+    if (!unrollsLoops)
+      return std::nullopt;
+    std::optional<int64_t> from = constantIndex(lower),
+                           to = constantIndex(upper);
+    if (!from || !to)
+      return std::nullopt;
+    return std::make_pair(*from, *to);
   }
 };
 

@@ -411,29 +411,34 @@ Value NVVMGemmLowering::foldCodes(QuantizationEmitter &e, Value vector,
 
 Value NVVMGemmLowering::exactCodes(QuantizationEmitter &e, Value vector,
                                    Value offset) {
-  // Byte by byte: magnitude bits m = 8E + M (E in 6..9, M 0 or 4; 0 for
-  // zero) stand for (1 + M/8) · 2^(E - 7), so 2 · value · 2^offset is
-  // ((8 + M) << (E - 6 + offset)) >> 3, exact (at most 96); then the sign.
+  // Four bytes at a time. A nonzero magnitude byte m (E2M1 as E4M3: 0x30,
+  // 0x38, 0x3C, 0x40, 0x44, 0x48, 0x4C for 1/2 .. 6) has bit 5 or 6 set,
+  // and (m >> 2) & 7 (4, 6, 7, 0, 1, 2, 3) picks 2 · value (1 .. 12) from
+  // an eight-byte table by prmt. Shifted by the offset (at most 3: at most
+  // 96, no byte carries into the next), then the negative bytes negated as
+  // (v ^ 0xFF) + 1 (v >= 1: no carry either); zero stays 0, whatever its
+  // sign. The integers of numerics::exactInteger.
+  constexpr uint32_t kTableLow = 0x0C080604;  // 2·value for indices 0..3
+  constexpr uint32_t kTableHigh = 0x03020001; // for 4..7 (5 is unused)
   SmallVector<Value> words;
   for (int64_t w = 0; w < 4; ++w) {
     Value word = vector::ExtractOp::create(e.b, vector, ArrayRef<int64_t>{w});
-    Value result = e.c32(0);
-    for (int64_t byte = 0; byte < 4; ++byte) {
-      Value b = e.bitAnd(e.shrui(word, e.c32(8 * byte)), e.c32(0xFF));
-      Value m = e.bitAnd(b, e.c32(0x7F));
-      Value exponent = e.shrui(m, e.c32(3));
-      Value significand = e.add(e.bitAnd(m, e.c32(7)), e.c32(8));
-      Value shift = e.add(e.sub(exponent, e.c32(6)), offset);
-      Value magnitude = e.select(
-          e.cmp(CmpIPredicate::eq, m, e.c32(0)), e.c32(0),
-          e.shrui(e.shl(significand, shift), e.c32(3)));
-      Value negative = e.cmp(CmpIPredicate::ne, e.bitAnd(b, e.c32(0x80)),
-                             e.c32(0));
-      Value value = e.select(negative, e.sub(e.c32(0), magnitude), magnitude);
-      result = e.bitOr(result, e.shl(e.bitAnd(value, e.c32(0xFF)),
-                                     e.c32(8 * byte)));
-    }
-    words.push_back(result);
+    Value nonzero = e.bitAnd(e.bitOr(e.shrui(word, e.c32(5)),
+                                     e.shrui(word, e.c32(6))),
+                             e.c32(0x01010101));
+    Value indices = e.bitAnd(e.shrui(word, e.c32(2)), e.c32(0x07070707));
+    Value nibbles = e.bitOr(indices, e.shrui(indices, e.c32(4)));
+    Value selector =
+        e.bitOr(e.bitAnd(nibbles, e.c32(0xFF)),
+                e.bitAnd(e.shrui(nibbles, e.c32(8)), e.c32(0xFF00)));
+    Value doubled = NVVM::PermuteOp::create(
+        e.b, e.i32(), e.c32(kTableLow), e.c32(kTableHigh), selector,
+        NVVM::PermuteMode::DEFAULT);
+    Value magnitude = e.shl(e.bitAnd(doubled, e.mul(nonzero, e.c32(0xFF))),
+                            offset);
+    Value negative = e.bitAnd(e.shrui(word, e.c32(7)), nonzero);
+    words.push_back(e.add(
+        e.bitXor(magnitude, e.mul(negative, e.c32(0xFF))), negative));
   }
   return vector::FromElementsOp::create(e.b, VectorType::get({4}, e.i32()),
                                         words);

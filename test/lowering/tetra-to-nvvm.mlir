@@ -240,11 +240,14 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // CHECK: arith.andi %{{.*}}, %c134744072_i32
 // CHECK: arith.muli
 // CHECK: vector.store
-// Then the same codes as exact integers, byte by byte:
-// ((8 + M) << (E - 6 + offset)) >> 3 with its sign (exactCodes).
-// CHECK: arith.subi %{{.*}}, %c6_i32
+// Then the same codes as exact integers, four to a word (exactCodes):
+// each byte's (m >> 2) & 7 picks 2 · value from an eight-byte table
+// (0x0C080604, 0x03020001) by prmt, shifted by the offset, negative bytes
+// negated as (v ^ 0xFF) + 1.
+// CHECK: arith.andi %{{.*}}, %c117901063_i32
+// CHECK: nvvm.prmt <default> %{{.*}}, %c201852420_i32{{.*}}, %c50462721_i32
 // CHECK: arith.shli
-// CHECK: arith.shrui %{{.*}}, %c3_i32
+// CHECK: arith.xori
 // CHECK: vector.store
 // CHECK: gpu.func @up_fprop__rhs(
 // CHECK: gpu.func @up_fprop__rhs_fold_refs(
