@@ -11,8 +11,10 @@
 //     runtime/numerics computes) into scratch buffers that hold every
 //     operand K-major ([M or N][K] codes, [M or N][K / block] scales),
 //     whatever its own layout — one thread per segment along K (the larger
-//     of the quantization and rotation blocks); NVFP4 first takes the
-//     rotated tensor's amax (a clear launch and an atomic-max launch);
+//     of the quantization and rotation blocks), every loop unrolled so the
+//     segment is loaded once and rotated and encoded in registers; NVFP4
+//     first takes the rotated tensor's amax (a clear launch and an
+//     atomic-max launch);
 //   - the GEMM launch's tiling and memory movement (GemmTiling): a block
 //     (workgroup) per blockM x blockN tile of the result, one warp (wave)
 //     per 32 x 32 of it or the chip's issuing group (groupTile: sm_90a's

@@ -25,10 +25,17 @@
 // CHECK-SAME: m = 64 : i64, n = 32 : i64
 // CHECK-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 64, 64>, staged_buffers = 2 : i64, staged_bytes = 14336 : i64, staging = "registers", step_k = 64 : i64, sums_exactly = false, threads = 64 : i64}
 // CHECK-SAME: transpose_lhs = false, transpose_rhs = true
-// Its codes go out as i32 words, sixteen codes (16 bytes) a store.
+// The quantize launch unrolls every loop: a thread's 32 elements (K is
+// contiguous) are loaded once, 16 bytes a load, and held in registers for
+// the amax and the encoding — no loop, no second load. Its codes go out as
+// i32 words, sixteen codes (16 bytes) a store.
 // CHECK: gpu.func @wq_fprop__lhs(%{{.*}}: memref<4096xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<1024xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<128xi8> {llvm.align = 16 : i64}, %{{.*}}: i64, %{{.*}}: i64) kernel
 // CHECK-SAME: tetra.launch = {arguments = ["input:0", "scratch:lhs.codes", "scratch:lhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 1, 1, 1>}
+// CHECK-COUNT-8: vector.load %{{.*}} {alignment = 16 : i64} : memref<4096xf32>, vector<4xf32>
+// CHECK-NOT: scf.for
+// CHECK-NOT: memref.load
 // CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<1024xi32>, vector<4xi32>
+// CHECK-NOT: scf.for
 // CHECK: gpu.func @wq_fprop__rhs
 // CHECK-SAME: arguments = ["input:1", "scratch:rhs.codes", "scratch:rhs.scales", "scalar:seed", "scalar:step"]
 // CHECK: gpu.func @wq_fprop__gemm(%{{.*}}: memref<1024xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<128xi8> {llvm.align = 16 : i64}, %{{.*}}: memref<512xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<64xi8> {llvm.align = 16 : i64}, %{{.*}}: memref<2048xf32> {llvm.align = 16 : i64}) workgroup(%{{.*}} : memref<14336xi8, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64})
@@ -73,9 +80,16 @@ func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 // CHECK-LABEL: gpu.module @wq_wgrad
 // CHECK-SAME: lhs = {axis = 0 : i64, block = 32 : i64, format = "e2m1", input = 0 : i64, kind = "mx", rotation = {block = 64 : i64, kind = "random_hadamard", schedule = "per_step", seed = 5 : i64}, rounding = "stochastic", rule = "floor", scale = "e8m0", scratch_encoding = "e4m3", scratch_layout = "k_major"
 // CHECK-SAME: transpose_lhs = true, transpose_rhs = false
+// Its 64 tokens are strided (a warp's threads read neighbouring columns):
+// 64 scalar loads, each once; the local buffers are indexed by constants
+// only (every loop unrolled), which LLVM keeps in registers.
 // CHECK: gpu.func @wq_wgrad__lhs
 // CHECK-SAME: grid = array<i64: 1, 1, 1>
 // CHECK: memref.alloca() : memref<64xf32, #gpu.address_space<private>>
+// CHECK-NOT: scf.for
+// CHECK-COUNT-64: memref.load %arg0
+// CHECK-NOT: scf.for
+// CHECK: gpu.func @wq_wgrad__lhs_fold_refs(
 // CHECK: gpu.func @wq_wgrad__gemm
 // CHECK-SAME: grid = array<i64: 1, 1, 1>
 // CHECK: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32"
