@@ -38,8 +38,12 @@ std::optional<ModelGraph> loadModelBuffer(DiagnosticEngine &diags,
                                           unsigned bufferId);
 
 /// Parses and checks a run file; resolves its paths relative to it
-/// (frontend/RunFile.cpp).
-std::optional<RunConfig> loadRun(DiagnosticEngine &diags, llvm::StringRef path);
+/// (frontend/RunFile.cpp). Each of `overrides` ("KEY=VALUE": a setting,
+/// NAME.NAME for one inside a block or a call's named argument) replaces or
+/// adds that setting before the check, which checks it as the file's own;
+/// its strings are paths relative to the current directory.
+std::optional<RunConfig> loadRun(DiagnosticEngine &diags, llvm::StringRef path,
+                                 const std::vector<std::string> &overrides = {});
 
 /// detectFileKind for a buffer already in the engine's SourceMgr.
 std::optional<FileKind> detectFileKindBuffer(DiagnosticEngine &diags,

@@ -14,6 +14,9 @@
 
 namespace tetra::driver {
 
+/// `tetra --version`, and what each run records of the tool that trained it.
+constexpr const char *kTetraVersion = "0.1.0";
+
 /// A command's entry point: its arguments (after the command name); returns
 /// the process exit status.
 using CommandMain = int (*)(const std::vector<std::string_view> &args);

@@ -20,12 +20,16 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/Documents.h"
 #include "runtime/data/Packer.h"
+#include "runtime/io/AtomicFile.h"
+#include "runtime/io/Json.h"
 #include "runtime/kernels/Registry.h"
 #include "runtime/tokenizer/Tokenizer.h"
 #include "runtime/trainer/Trainer.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/SourceMgr.h"
 
 #include <atomic>
@@ -161,10 +165,72 @@ int64_t embeddingRows(const frontend::ModelGraph &model) {
   return rows;
 }
 
+/// FNV-1a (64 bits) of the files' bytes in order, as 16 hex digits: the same
+/// files give the same resolved policy.
+io::Expected<std::string> hashFiles(const std::vector<std::string> &files) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (const std::string &file : files) {
+    FILE *in = std::fopen(file.c_str(), "rb");
+    if (!in)
+      return io::Error("cannot read '" + file + "'");
+    for (int c; (c = std::fgetc(in)) != EOF;)
+      hash = (hash ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+    std::fclose(in);
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+  return std::string(text);
+}
+
+/// OUT/run.json: what was trained and how — written once, when a run starts
+/// fresh (a resumed run keeps the record of the run it continues).
+io::Status writeRunRecord(const std::string &outDir, const std::string &name,
+                          const frontend::RunConfig &run,
+                          const frontend::ModelGraph &model,
+                          const frontend::ResolvedPolicy &policy,
+                          const std::vector<std::string> &settings,
+                          const std::vector<std::string_view> &args) {
+  io::Expected<std::string> policyHash = hashFiles(policy.files);
+  if (!policyHash)
+    return policyHash.error();
+  io::JsonValue record = io::JsonValue::object();
+  auto strings = [](const auto &texts) {
+    io::JsonValue array = io::JsonValue::array();
+    for (const auto &text : texts)
+      array.push(io::JsonValue::string(std::string(text)));
+    return array;
+  };
+  std::vector<std::string_view> command = {"tetra", "train"};
+  command.insert(command.end(), args.begin(), args.end());
+  record.set("run", io::JsonValue::string(name));
+  llvm::SmallString<256> runFile(run.path);
+  (void)llvm::sys::fs::make_absolute(runFile);
+  record.set("run_file", io::JsonValue::string(std::string(runFile.str())));
+  record.set("model", io::JsonValue::string(model.name));
+  record.set("model_file", io::JsonValue::string(run.modelPath));
+  record.set("policy", io::JsonValue::string(policy.name));
+  record.set("policy_files", strings(policy.files));
+  record.set("policy_hash", io::JsonValue::string(*policyHash));
+  record.set("settings", strings(settings));
+  record.set("seed", io::JsonValue::integer(static_cast<int64_t>(run.seed)));
+  record.set("target", io::JsonValue::string(targetName(run.target)));
+  record.set("tetra_version", io::JsonValue::string(driver::kTetraVersion));
+  record.set("command", strings(command));
+  io::Expected<io::AtomicFileWriter> writer =
+      io::AtomicFileWriter::create(outDir + "/run.json");
+  if (!writer)
+    return writer.error();
+  if (io::Status written = writer->write(io::writeJson(record) + "\n");
+      !written)
+    return written;
+  return writer->commit();
+}
+
 } // namespace
 
 int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   std::string runPath, outDir, resumeDir, policyOverride, targetOverride;
+  std::vector<std::string> settings; // --set KEY=VALUE, in order
   int64_t steps = 0, until = 0, checkpointEvery = 0;
   bool quiet = false, force = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -201,6 +267,10 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
     } else if (arg == "--resume") {
       if (!value(resumeDir))
         return usageError("--resume takes a checkpoint directory");
+    } else if (arg == "--set") {
+      if (!value(text))
+        return usageError("--set takes KEY=VALUE (--set seed=3)");
+      settings.push_back(text);
     } else if (arg == "--quiet") {
       quiet = true;
     } else if (arg == "--force") {
@@ -219,7 +289,8 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
 
   llvm::SourceMgr sourceMgr;
   frontend::DiagnosticEngine diags(sourceMgr);
-  std::optional<frontend::RunConfig> run = frontend::loadRun(diags, runPath);
+  std::optional<frontend::RunConfig> run =
+      frontend::loadRun(diags, runPath, settings);
   if (!run)
     return 1;
   if (!targetOverride.empty())
@@ -249,10 +320,20 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
     steps = run->steps > 0 ? run->steps
                            : std::max<int64_t>(1, run->tokens / tokensPerStep);
 
-  // Where the run writes. A --policy variant of a run file writes outputs of
-  // its own (out/RUN/POLICY, and POLICY/ under the run file's checkpoint
-  // directory), so the variants of one run file never collide.
+  // Where the run writes. A --policy or --set variant of a run file writes
+  // outputs of its own (out/RUN/POLICY/KEY=VALUE,..., and the same folders
+  // under the run file's checkpoint directory), so the variants of one run
+  // file never collide.
   std::string variant = policyOverride.empty() ? "" : "/" + policy->name;
+  if (!settings.empty()) {
+    std::string folder;
+    for (const std::string &setting : settings)
+      folder += (folder.empty() ? "" : ",") + setting;
+    for (char &c : folder)
+      if (c == '/' || c == ' ' || c == '"')
+        c = '_';
+    variant += "/" + folder;
+  }
   if (outDir.empty())
     outDir = "out/" + run->name + variant;
   std::string metricsPath = outDir + "/metrics.jsonl";
@@ -275,6 +356,12 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
       return fail(claimed.error().message());
   if (!makeDirectories(outDir))
     return fail("cannot create the output directory '" + outDir + "'");
+  if (struct stat info; resumeFrom.empty() ||
+                        stat((outDir + "/run.json").c_str(), &info) != 0)
+    if (io::Status recorded = writeRunRecord(outDir, run->name + variant, *run,
+                                             *model, *policy, settings, args);
+        !recorded)
+      return fail(recorded.error().message());
 
   // Tokenizer and data.
   tokenizer::TokenizerSpec spec;
@@ -386,10 +473,9 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   }
 
   trainer::TrainerConfig config;
-  // A policy given on the command line names the curve too: one run file,
-  // several policies, told apart in metrics and plots.
-  config.run =
-      policyOverride.empty() ? run->name : run->name + "/" + policy->name;
+  // A policy or settings given on the command line name the curve too: one
+  // run file, several policies and seeds, told apart in metrics and plots.
+  config.run = run->name + variant;
   config.model = model->name;
   config.policy = policy->name;
   for (const frontend::Parameter &parameter : model->parameters) {
@@ -510,7 +596,8 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
 void tetra::driver::printTrainHelp() {
   std::printf(
       "USAGE: tetra train RUN.tetra [--target T] [--steps N] [--until N]\n"
-      "                   [--policy P] [--out DIR] [--resume DIR]\n"
+      "                   [--policy P] [--set KEY=VALUE]... [--out DIR]\n"
+      "                   [--resume DIR]\n"
       "                   [--checkpoint-every N] [--force] [--quiet]\n"
       "\n"
       "Compiles the run's training step (model + policy) for its target and\n"
@@ -533,6 +620,12 @@ void tetra::driver::printTrainHelp() {
       "  --until N     stop after step N (as an interruption would)\n"
       "  --policy P    train with policy file P instead of the run's; its\n"
       "                outputs are its own (default out/RUN/POLICY)\n"
+      "  --set KEY=VALUE\n"
+      "                override a run setting, checked as the file's own:\n"
+      "                --set seed=3, --set eval.interval=20 (a block's),\n"
+      "                --set optimizer.lr=3e-4 (a call's argument); paths\n"
+      "                from the current directory; outputs of their own\n"
+      "                (default out/RUN/KEY=VALUE,...)\n"
       "  --checkpoint-every N\n"
       "                a checkpoint every N steps (default: the run's\n"
       "                interval, else at the end)\n"

@@ -14,8 +14,6 @@ using namespace tetra::driver;
 
 namespace {
 
-constexpr const char *kVersion = "0.1.0";
-
 const Command kCommands[] = {
     {"check", "check model, policy and run files and report every error",
      checkMain, printCheckHelp},
@@ -100,7 +98,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (first == "--version") {
-    std::printf("tetra version %s\n", kVersion);
+    std::printf("tetra version %s\n", kTetraVersion);
     return 0;
   }
   if (!first.empty() && first[0] == '-') {
