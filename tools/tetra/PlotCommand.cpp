@@ -147,7 +147,10 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
   if (output.empty())
     return usageError("no output: -o curves.png");
 
-  std::vector<plot::Series> series;
+  // Each run's curves, then their names: runs that share a name (two
+  // seeds trained under one label, one run file trained twice) are told
+  // apart by their output folders, as given.
+  std::vector<std::vector<plot::Series>> read;
   for (std::string path : runs) {
     if (isDirectory(path))
       path += "/metrics.jsonl";
@@ -157,13 +160,33 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
                    run.error().message().c_str());
       return 1;
     }
+    read.push_back(std::move(*run));
+  }
+  std::vector<std::string> runNames;
+  for (const std::vector<plot::Series> &run : read)
+    runNames.push_back(run.front().name);
+  for (size_t i = 0; i < read.size(); ++i) {
+    if (std::count(runNames.begin(), runNames.end(), runNames[i]) == 1)
+      continue;
+    std::string folder = runs[i];
+    const std::string file = "/metrics.jsonl";
+    if (folder.size() > file.size() &&
+        folder.compare(folder.size() - file.size(), file.size(), file) == 0)
+      folder.resize(folder.size() - file.size());
+    while (folder.size() > 1 && folder.back() == '/')
+      folder.pop_back();
+    for (plot::Series &s : read[i])
+      s.name = s.dashed ? folder + " (eval)" : folder;
+  }
+  std::vector<plot::Series> series;
+  for (std::vector<plot::Series> &run : read) {
     // One color per run: its evaluation curve is dashed in the same color.
     int color = 0;
     for (const plot::Series &s : series)
       color = std::max(color, s.color + 1);
-    for (plot::Series &s : *run)
+    for (plot::Series &s : run)
       s.color = color;
-    series.insert(series.end(), run->begin(), run->end());
+    series.insert(series.end(), run.begin(), run.end());
   }
   plot::ChartOptions options;
   options.title = title.empty() ? metric : title;
@@ -174,7 +197,11 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
                  written.error().message().c_str());
     return 1;
   }
-  std::printf("wrote %s: %zu curves\n", output.c_str(), series.size());
+  std::string names;
+  for (const plot::Series &s : series)
+    names += (names.empty() ? "" : ", ") + s.name;
+  std::printf("wrote %s: %zu curves (%s)\n", output.c_str(), series.size(),
+              names.c_str());
   return 0;
 }
 
@@ -187,7 +214,8 @@ void tetra::driver::printPlotHelp() {
       "RUN is a metrics file (JSON lines, one object per logged step with\n"
       "\"step\" and the metric, optionally \"run\" naming the curve) or a run\n"
       "directory holding metrics.jsonl. \"eval_<metric>\" values are drawn\n"
-      "dashed beside the training curve.\n"
+      "dashed beside the training curve. Runs that share a name are named\n"
+      "by their folders, as given.\n"
       "\n"
       "OPTIONS\n"
       "  -o, --output OUT.png  the picture (written atomically)\n"

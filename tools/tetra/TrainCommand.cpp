@@ -229,7 +229,8 @@ io::Status writeRunRecord(const std::string &outDir, const std::string &name,
 } // namespace
 
 int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
-  std::string runPath, outDir, resumeDir, policyOverride, targetOverride;
+  std::string runPath, outDir, resumeDir, policyOverride, targetOverride,
+      label;
   std::vector<std::string> settings; // --set KEY=VALUE, in order
   int64_t steps = 0, until = 0, checkpointEvery = 0;
   bool quiet = false, force = false;
@@ -267,6 +268,9 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
     } else if (arg == "--resume") {
       if (!value(resumeDir))
         return usageError("--resume takes a checkpoint directory");
+    } else if (arg == "--label") {
+      if (!value(label) || label.empty())
+        return usageError("--label takes a name for the run's curves");
     } else if (arg == "--set") {
       if (!value(text))
         return usageError("--set takes KEY=VALUE (--set seed=3)");
@@ -356,9 +360,11 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
       return fail(claimed.error().message());
   if (!makeDirectories(outDir))
     return fail("cannot create the output directory '" + outDir + "'");
+  // The curves' name: the label, else the run's with its variant.
+  const std::string runName = label.empty() ? run->name + variant : label;
   if (struct stat info; resumeFrom.empty() ||
                         stat((outDir + "/run.json").c_str(), &info) != 0)
-    if (io::Status recorded = writeRunRecord(outDir, run->name + variant, *run,
+    if (io::Status recorded = writeRunRecord(outDir, runName, *run,
                                              *model, *policy, settings, args);
         !recorded)
       return fail(recorded.error().message());
@@ -475,7 +481,7 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   trainer::TrainerConfig config;
   // A policy or settings given on the command line name the curve too: one
   // run file, several policies and seeds, told apart in metrics and plots.
-  config.run = run->name + variant;
+  config.run = runName;
   config.model = model->name;
   config.policy = policy->name;
   for (const frontend::Parameter &parameter : model->parameters) {
@@ -596,8 +602,8 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
 void tetra::driver::printTrainHelp() {
   std::printf(
       "USAGE: tetra train RUN.tetra [--target T] [--steps N] [--until N]\n"
-      "                   [--policy P] [--set KEY=VALUE]... [--out DIR]\n"
-      "                   [--resume DIR]\n"
+      "                   [--policy P] [--set KEY=VALUE]... [--label NAME]\n"
+      "                   [--out DIR] [--resume DIR]\n"
       "                   [--checkpoint-every N] [--force] [--quiet]\n"
       "\n"
       "Compiles the run's training step (model + policy) for its target and\n"
@@ -620,6 +626,8 @@ void tetra::driver::printTrainHelp() {
       "  --until N     stop after step N (as an interruption would)\n"
       "  --policy P    train with policy file P instead of the run's; its\n"
       "                outputs are its own (default out/RUN/POLICY)\n"
+      "  --label NAME  name the run's curves NAME in metrics.jsonl and\n"
+      "                'tetra plot' (default RUN[/POLICY][/KEY=VALUE,...])\n"
       "  --set KEY=VALUE\n"
       "                override a run setting, checked as the file's own:\n"
       "                --set seed=3, --set eval.interval=20 (a block's),\n"
