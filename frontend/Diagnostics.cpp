@@ -26,6 +26,16 @@ void DiagnosticEngine::error(llvm::SMLoc loc, const llvm::Twine &message,
     os << "note: " << hint << "\n";
 }
 
+void DiagnosticEngine::warning(llvm::SMLoc loc, const llvm::Twine &message,
+                               llvm::SMRange range, const llvm::Twine &hint) {
+  llvm::SmallVector<llvm::SMRange, 1> ranges;
+  if (range.isValid())
+    ranges.push_back(range);
+  sourceMgr.PrintMessage(os, loc, llvm::SourceMgr::DK_Warning, message, ranges);
+  if (!hint.isTriviallyEmpty() && !hint.str().empty())
+    os << "note: " << hint << "\n";
+}
+
 void DiagnosticEngine::note(llvm::SMLoc loc, const llvm::Twine &message) {
   if (errors > errorLimit)
     return;

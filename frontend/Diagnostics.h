@@ -34,6 +34,10 @@ public:
   /// optional hint printed as a note right after it.
   void error(llvm::SMLoc loc, const llvm::Twine &message,
              llvm::SMRange range = {}, const llvm::Twine &hint = {});
+  /// A warning: printed like an error, but not counted as one (the input is
+  /// accepted).
+  void warning(llvm::SMLoc loc, const llvm::Twine &message,
+               llvm::SMRange range = {}, const llvm::Twine &hint = {});
   /// A note attached to the previous error (e.g. "previous definition here").
   void note(llvm::SMLoc loc, const llvm::Twine &message);
   /// An error with no source location (a missing file, say).

@@ -177,6 +177,7 @@ struct OperandState {
 struct RoleState {
   OperandState operands[2];
   RolePolicy policy; ///< rotation and accumulate (operands live above).
+  int rotationSetting = -1, accumulateSetting = -1;
 };
 
 struct LinearState {
@@ -244,10 +245,12 @@ void apply(const PolicySetting &setting, int id, const FieldOrigin &origin,
     if (values.rotation) {
       roleState.policy.rotation = *values.rotation;
       roleState.policy.rotationOrigin = origin;
+      roleState.rotationSetting = id;
     }
     if (values.accumulate) {
       roleState.policy.accumulate = *values.accumulate;
       roleState.policy.accumulateOrigin = origin;
+      roleState.accumulateSetting = id;
     }
   }
 }
@@ -271,6 +274,14 @@ private:
       const std::vector<std::vector<std::vector<bool>>> &patternMatched);
   void reportMissingFormats(const std::vector<LinearState> &states);
   void reportInapplicableFields(const std::vector<LinearState> &states);
+  /// Refuses bf16 operands rounded stochastically (at the setting that
+  /// caused it) and warns where bf16 operands keep a rotation set before
+  /// the setting that made them bf16.
+  void checkBF16Operands(const std::vector<LinearState> &states);
+  /// Refuses an accumulator other than f32 on a role whose operands are
+  /// quantized or rotated (only f32 x f32 products may accumulate in bf16
+  /// or f16), at the setting that chose it.
+  void checkAccumulators(const std::vector<LinearState> &states);
 
   DiagnosticEngine &diags;
   const std::vector<PolicyFileAST> &chain;
@@ -325,6 +336,8 @@ std::optional<ResolvedPolicy> Resolver::resolve() {
   reportUnmatchedPatterns(patternMatched);
   reportMissingFormats(states);
   reportInapplicableFields(states);
+  checkBF16Operands(states);
+  checkAccumulators(states);
   if (diags.errorCount() != errorsBefore)
     return std::nullopt;
 
@@ -410,6 +423,117 @@ void Resolver::reportMissingFormats(const std::vector<LinearState> &states) {
     diags.error(file.nameLoc, message, {},
                 "formats have no built-in value: set every role's format in "
                 "the default block (e.g. 'all = bf16') or in a rule");
+  }
+}
+
+void Resolver::checkBF16Operands(const std::vector<LinearState> &states) {
+  // Per setting: bf16 operands it leaves rounded stochastically (an error:
+  // no kernel rounds to bf16 stochastically yet), and bf16 operands that
+  // keep a rotation set before the setting that made them bf16 (a warning:
+  // a rotated bf16 GEMM is valid, but rarely meant), each with an example.
+  struct Found {
+    int inheritedFrom = -1; ///< The rotation's or rounding's setting.
+    std::string example;
+  };
+  std::map<int, Found> stochastic, rotated;
+  const FormatChoice bf16;
+  for (size_t linear = 0; linear < states.size(); ++linear)
+    for (int role = 0; role < 3; ++role) {
+      const RoleState &roleState = states[linear].roles[role];
+      for (int operand = 0; operand < 2; ++operand) {
+        const OperandState &op = roleState.operands[operand];
+        if (!op.hasFormat || op.policy.format != bf16)
+          continue;
+        const std::string example =
+            cellName(role, operand) + " of '" + linearNames[linear] + "'";
+        if (op.policy.rounding == Rounding::Stochastic) {
+          // Where the rounding came last, it is the mistake; else the
+          // bf16 setting that kept it.
+          const bool inherited = op.roundingSetting < op.formatSetting;
+          Found &f = stochastic[inherited ? op.formatSetting
+                                          : op.roundingSetting];
+          f.inheritedFrom = inherited ? op.roundingSetting : -1;
+          if (f.example.empty())
+            f.example = example;
+        }
+        if (roleState.policy.rotation.kind !=
+                tetra::numerics::RotationKind::None &&
+            roleState.rotationSetting < op.formatSetting) {
+          Found &f = rotated[op.formatSetting];
+          f.inheritedFrom = roleState.rotationSetting;
+          if (f.example.empty())
+            f.example = example;
+        }
+      }
+    }
+  for (const auto &[id, f] : stochastic) {
+    const PolicySetting &setting = *settings[id].setting;
+    diags.error(setting.getLoc(),
+                std::string(f.inheritedFrom >= 0
+                                ? "these bf16 operands keep the stochastic "
+                                  "rounding set before them"
+                                : "bf16 operands rounded stochastically") +
+                    " (" + f.example +
+                    ", for one): bf16 is rounded to nearest even only (no "
+                    "kernel rounds to bf16 stochastically yet)",
+                setting.range,
+                "add 'round nearest_even' to the bf16 format here, or round "
+                "stochastically to a block format");
+    if (f.inheritedFrom >= 0)
+      diags.note(settings[f.inheritedFrom].setting->getLoc(),
+                 "the rounding is set here");
+  }
+  for (const auto &[id, f] : rotated) {
+    const PolicySetting &setting = *settings[id].setting;
+    diags.warning(setting.getLoc(),
+                  "these bf16 operands keep the rotation '" +
+                      settingText(*settings[f.inheritedFrom].setting) +
+                      "' set before them (" + f.example + ", for one)",
+                  setting.range,
+                  "write 'rotate = none' for their roles here if bf16 should "
+                  "not be rotated ('tetra explain-policy' shows each "
+                  "operand's origin)");
+    diags.note(settings[f.inheritedFrom].setting->getLoc(),
+               "the rotation is set here");
+  }
+}
+
+void Resolver::checkAccumulators(const std::vector<LinearState> &states) {
+  std::map<int, std::string> examples; // per acc setting: one role it breaks
+  const FormatChoice f32{tetra::numerics::ElementFormat::F32};
+  for (size_t linear = 0; linear < states.size(); ++linear)
+    for (int role = 0; role < 3; ++role) {
+      const RoleState &roleState = states[linear].roles[role];
+      if (roleState.accumulateSetting < 0 ||
+          roleState.policy.accumulate == "f32")
+        continue;
+      for (int operand = 0; operand < 2; ++operand) {
+        const OperandState &op = roleState.operands[operand];
+        const bool plain =
+            op.policy.format == f32 &&
+            roleState.policy.rotation.kind == tetra::numerics::RotationKind::None;
+        if (!op.hasFormat || plain)
+          continue;
+        std::string &example = examples[roleState.accumulateSetting];
+        if (example.empty())
+          example = cellName(role, operand) + " of '" + linearNames[linear] +
+                    "' is " + op.policy.format.describe() +
+                    (roleState.policy.rotation.kind !=
+                             tetra::numerics::RotationKind::None
+                         ? ", rotated"
+                         : "");
+        break;
+      }
+    }
+  for (const auto &[id, example] : examples) {
+    const PolicySetting &setting = *settings[id].setting;
+    diags.error(setting.getLoc(),
+                "'" + settingText(setting) +
+                    "' on quantized products: they accumulate in f32 (" +
+                    example + ")",
+                setting.range,
+                "only f32 x f32 products, unrotated, accumulate in bf16 or "
+                "f16");
   }
 }
 

@@ -346,6 +346,7 @@ io::Status Trainer::resume(const std::string &directory) {
     return restored;
   step_ = state->step;
   continuing_ = true;
+  resumedPolicy_ = state->policy;
   elapsedBefore_ = state->elapsedSeconds;
   return io::success();
 }

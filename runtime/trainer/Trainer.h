@@ -99,6 +99,9 @@ public:
   /// step, data position and training time. An error (and nothing changed)
   /// for a corrupt checkpoint or one of another model.
   io::Status resume(const std::string &directory);
+  /// After resume(): the policy the checkpoint was trained under (its
+  /// metadata's name), which may differ from config.policy.
+  const std::string &resumedPolicy() const { return resumedPolicy_; }
   /// Trains from the current step to config.steps (or config.stopAfter).
   /// The metrics file is started afresh after initialize() (an error if it
   /// holds another run's lines) and continued after resume(), without the
@@ -143,6 +146,7 @@ private:
   /// Whether train() continues a run (resume(), or an earlier train()): the
   /// metrics file is continued, not started.
   bool continuing_ = false;
+  std::string resumedPolicy_;
   double elapsedBefore_ = 0; ///< Training time before this process's steps.
 };
 

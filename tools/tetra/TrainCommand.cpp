@@ -535,6 +535,12 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
                                         : (*trainer)->resume(resumeFrom);
   if (!ready)
     return fail(ready.error().message());
+  if (!resumeFrom.empty() && (*trainer)->resumedPolicy() != config.policy)
+    std::fprintf(stderr,
+                 "tetra train: note: the checkpoint in '%s' was trained under "
+                 "policy '%s'; it continues under policy '%s'\n",
+                 resumeFrom.c_str(), (*trainer)->resumedPolicy().c_str(),
+                 config.policy.c_str());
   int64_t stopStep = until > 0 ? std::min(until, steps) : steps;
   if (!resumeFrom.empty() && (*trainer)->step() >= stopStep) {
     long long at = static_cast<long long>((*trainer)->step());

@@ -182,7 +182,6 @@ TEST_F(PolicyTest, OperandAndFieldTargets) {
                    "  dgrad.rhs = mxfp8\n"
                    "  wgrad.lhs.round = stochastic\n"
                    "  all.lhs.rule = rceil\n"
-                   "  fprop.acc = bf16\n"
                    "  wgrad.format = e2m1 block 64 scale e8m0 ceil\n"
                    "  dgrad = nvfp4\n"
                    "}\n");
@@ -205,8 +204,25 @@ TEST_F(PolicyTest, OperandAndFieldTargets) {
   const RolePolicy &fprop = linear.role(GemmRole::Fprop);
   EXPECT_EQ(fprop.lhs.rule, ScaleRule::RCeil);
   EXPECT_EQ(fprop.rhs.rule, ScaleRule::Floor);
-  EXPECT_EQ(fprop.accumulate, "bf16");
-  EXPECT_EQ(linear.role(GemmRole::Dgrad).accumulate, "f32");
+  EXPECT_EQ(fprop.accumulate, "f32");
+}
+
+TEST_F(PolicyTest, AccumulatorPerRoleOnF32Products) {
+  // Only f32 x f32 products may accumulate in bf16 (quantized ones are
+  // refused: accumulator_quantized.tetra).
+  write("p.tetra", "policy p\n"
+                   "default { all = mxfp4 }\n"
+                   "rule \"lm_head\" {\n"
+                   "  fprop = f32\n"
+                   "  fprop.acc = bf16\n"
+                   "}\n");
+  std::optional<ResolvedPolicy> policy = load("p.tetra");
+  ASSERT_TRUE(policy) << output;
+  const LinearPolicy &head = *policy->find("lm_head");
+  EXPECT_EQ(head.role(GemmRole::Fprop).accumulate, "bf16");
+  EXPECT_EQ(head.role(GemmRole::Dgrad).accumulate, "f32");
+  EXPECT_EQ(policy->find("layers.0.attn.wq")->role(GemmRole::Fprop).accumulate,
+            "f32");
 }
 
 TEST_F(PolicyTest, ExtendsAppliesTheBaseFirst) {
@@ -222,7 +238,7 @@ TEST_F(PolicyTest, ExtendsAppliesTheBaseFirst) {
         "# the leaf\n"
         "policy leaf extends \"middle.tetra\"\n"
         "default { wgrad = mxfp8_e5m2 }\n"
-        "rule \"layers.0.**\" { dgrad.round = stochastic }\n");
+        "rule \"layers.0.mlp.*\" { dgrad.round = stochastic }\n");
   std::optional<ResolvedPolicy> policy = load("sub/leaf.tetra");
   ASSERT_TRUE(policy) << output;
   EXPECT_EQ(policy->name, "leaf");
@@ -250,7 +266,7 @@ TEST_F(PolicyTest, ExtendsAppliesTheBaseFirst) {
             "middle.tetra: rule \"layers.*.mlp.*\"");
   EXPECT_EQ(mlp.role(GemmRole::Dgrad).lhs.rounding, Rounding::Stochastic);
   EXPECT_EQ(mlp.role(GemmRole::Dgrad).lhs.roundingOrigin.description,
-            "rule \"layers.0.**\"");
+            "rule \"layers.0.mlp.*\"");
   const LinearPolicy &mlp1 = *policy->find("layers.1.mlp.w1");
   EXPECT_EQ(mlp1.role(GemmRole::Dgrad).lhs.rounding, Rounding::NearestEven);
 
