@@ -13,6 +13,7 @@
 #include "frontend/Diagnostics.h"
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/SMLoc.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
@@ -44,6 +45,8 @@ struct RunConfig {
 
   std::vector<std::string> trainData; ///< Globs, resolved, not expanded.
   std::vector<std::string> evalData;
+  /// Where each glob of trainData / evalData is written (for messages).
+  std::vector<llvm::SMLoc> trainDataLocs, evalDataLocs;
   TokenizerConfig tokenizer;
 
   int64_t seqLen = 0;

@@ -494,7 +494,7 @@ private:
 
   void checkData(const RunSetting &setting);
   void checkGlobs(const RunExpr &expr, std::vector<std::string> &globs,
-                  llvm::StringRef what);
+                  std::vector<llvm::SMLoc> &locs, llvm::StringRef what);
   void checkTokenizer(const RunExpr &expr);
   void checkOptimizer(const RunExpr &expr);
   void checkSchedule(const RunExpr &expr);
@@ -671,9 +671,11 @@ void RunChecker::checkArguments(
 
 void RunChecker::checkGlobs(const RunExpr &expr,
                             std::vector<std::string> &globs,
+                            std::vector<llvm::SMLoc> &locs,
                             llvm::StringRef what) {
   if (expr.kind == RunExpr::Kind::String) {
     globs.push_back(resolvePath(expr.text));
+    locs.push_back(expr.getLoc());
     return;
   }
   if (expr.kind == RunExpr::Kind::List) {
@@ -681,8 +683,10 @@ void RunChecker::checkGlobs(const RunExpr &expr,
       error(expr, what + " is an empty list");
     for (const RunExpr &element : expr.elements)
       if (std::optional<std::string> glob =
-              getString(element, ("each path of " + what).str()))
+              getString(element, ("each path of " + what).str())) {
         globs.push_back(resolvePath(*glob));
+        locs.push_back(element.getLoc());
+      }
     return;
   }
   error(expr, what +
@@ -870,11 +874,13 @@ void RunChecker::checkData(const RunSetting &setting) {
   checkScope("data", setting.children,
              {{"train", false,
                [&](const RunSetting &s) {
-                 checkGlobs(s.value, config.trainData, "data.train");
+                 checkGlobs(s.value, config.trainData, config.trainDataLocs,
+                            "data.train");
                }},
               {"eval", false,
                [&](const RunSetting &s) {
-                 checkGlobs(s.value, config.evalData, "data.eval");
+                 checkGlobs(s.value, config.evalData, config.evalDataLocs,
+                            "data.eval");
                }},
               {"tokenizer", false,
                [&](const RunSetting &s) { checkTokenizer(s.value); }}});

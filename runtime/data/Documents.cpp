@@ -44,6 +44,11 @@ expandGlobs(const std::vector<std::string> &patterns) {
       ::globfree(&result);
       return Error(pattern + ": no file matches");
     }
+    if (rc == GLOB_ABORTED) {
+      ::globfree(&result);
+      return Error(pattern + ": no file matches (a folder on its path cannot "
+                             "be read, or does not exist)");
+    }
     if (rc != 0) {
       ::globfree(&result);
       return Error(pattern + ": cannot expand (read error or out of memory)");

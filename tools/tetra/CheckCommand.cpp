@@ -12,7 +12,7 @@
 // the first one after it). A run loads its own model and policy and checks
 // that every block and rotation its policy uses divides the size its GEMM
 // reduces over: the tokens of a micro-batch for Wgrad, the input and output
-// features for Fprop and Dgrad.
+// features for Fprop and Dgrad, and that every data glob matches a file.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +20,7 @@
 
 #include "frontend/Diagnostics.h"
 #include "frontend/Frontend.h"
+#include "runtime/data/Documents.h"
 
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -184,6 +185,22 @@ bool Checker::checkRun(size_t index) {
       " tokens";
   if (!checkReductionSizes(diags, *model, *policy, tokens, tokensText,
                            "run '" + run->name + "': "))
+    return false;
+  // Every data glob matches a file, as training will need (data::expandGlobs,
+  // what the trainer expands them with).
+  bool matched = true;
+  for (auto [globs, locs, what] :
+       {std::make_tuple(&run->trainData, &run->trainDataLocs, "data.train"),
+        std::make_tuple(&run->evalData, &run->evalDataLocs, "data.eval")})
+    for (size_t i = 0; i < globs->size(); ++i)
+      if (io::Expected<std::vector<std::string>> files =
+              data::expandGlobs({(*globs)[i]});
+          !files) {
+        diags.error((*locs)[i], std::string(what) + ": " +
+                                    files.error().message());
+        matched = false;
+      }
+  if (!matched)
     return false;
   llvm::outs() << "run " << run->name << ": ok (model " << model->name
                << ", policy " << policy->name << ", " << plural(tokens, "token")
