@@ -18,20 +18,21 @@ void DiagnosticEngine::error(llvm::SMLoc loc, const llvm::Twine &message,
                              llvm::SMRange range, const llvm::Twine &hint) {
   if (overLimit())
     return;
-  llvm::SmallVector<llvm::SMRange, 1> ranges;
-  if (range.isValid())
-    ranges.push_back(range);
-  sourceMgr.PrintMessage(os, loc, llvm::SourceMgr::DK_Error, message, ranges);
-  if (!hint.isTriviallyEmpty() && !hint.str().empty())
-    os << "note: " << hint << "\n";
+  print(llvm::SourceMgr::DK_Error, loc, message, range, hint);
 }
 
 void DiagnosticEngine::warning(llvm::SMLoc loc, const llvm::Twine &message,
                                llvm::SMRange range, const llvm::Twine &hint) {
+  print(llvm::SourceMgr::DK_Warning, loc, message, range, hint);
+}
+
+void DiagnosticEngine::print(llvm::SourceMgr::DiagKind kind, llvm::SMLoc loc,
+                             const llvm::Twine &message, llvm::SMRange range,
+                             const llvm::Twine &hint) {
   llvm::SmallVector<llvm::SMRange, 1> ranges;
   if (range.isValid())
     ranges.push_back(range);
-  sourceMgr.PrintMessage(os, loc, llvm::SourceMgr::DK_Warning, message, ranges);
+  sourceMgr.PrintMessage(os, loc, kind, message, ranges);
   if (!hint.isTriviallyEmpty() && !hint.str().empty())
     os << "note: " << hint << "\n";
 }

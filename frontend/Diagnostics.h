@@ -53,6 +53,10 @@ public:
 
 private:
   bool overLimit();
+  /// An error's or a warning's message, its range and its hint.
+  void print(llvm::SourceMgr::DiagKind kind, llvm::SMLoc loc,
+             const llvm::Twine &message, llvm::SMRange range,
+             const llvm::Twine &hint);
 
   llvm::SourceMgr &sourceMgr;
   llvm::raw_ostream &os;

@@ -507,21 +507,17 @@ void Resolver::checkAccumulators(const std::vector<LinearState> &states) {
       if (roleState.accumulateSetting < 0 ||
           roleState.policy.accumulate == "f32")
         continue;
+      const bool rotated = roleState.policy.rotation.kind !=
+                           tetra::numerics::RotationKind::None;
       for (int operand = 0; operand < 2; ++operand) {
         const OperandState &op = roleState.operands[operand];
-        const bool plain =
-            op.policy.format == f32 &&
-            roleState.policy.rotation.kind == tetra::numerics::RotationKind::None;
-        if (!op.hasFormat || plain)
+        if (!op.hasFormat || (op.policy.format == f32 && !rotated))
           continue;
         std::string &example = examples[roleState.accumulateSetting];
         if (example.empty())
           example = cellName(role, operand) + " of '" + linearNames[linear] +
                     "' is " + op.policy.format.describe() +
-                    (roleState.policy.rotation.kind !=
-                             tetra::numerics::RotationKind::None
-                         ? ", rotated"
-                         : "");
+                    (rotated ? ", rotated" : "");
         break;
       }
     }
