@@ -2,7 +2,12 @@
 
 #include "driver/CompileStep.h"
 
+#include "driver/AmdgpuCompiler.h"
+#include "driver/NvptxCompiler.h"
 #include "driver/Pipeline.h"
+#include "lowering/Conversion/GpuStepKernels.h"
+#include "runtime/io/Json.h"
+#include "dialect/TetraOps.h"
 #include "frontend/MLIRGen.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -44,4 +49,205 @@ FailureOr<CompiledStep> tetra::compileTrainingStep(
     return emitError(module->getLoc()) << "compiling the CPU kernels: "
                                        << llvm::toString(kernels.takeError());
   return CompiledStep{std::move(*plan), std::move(*kernels)};
+}
+
+namespace {
+
+/// The step's module through kernel formation, with the run's optimizer.
+OwningOpRef<ModuleOp> formKernels(MLIRContext &context,
+                                  const llvm::SourceMgr &sourceMgr,
+                                  const frontend::ModelGraph &model,
+                                  const frontend::ResolvedPolicy *policy,
+                                  const CompileOptions &options) {
+  frontend::EmitOptions emit;
+  emit.dimensions = options.dimensions;
+  OwningOpRef<ModuleOp> module =
+      frontend::emitModule(context, sourceMgr, model, policy, emit);
+  if (!module)
+    return nullptr;
+  PassManager pm(&context);
+  PipelineOptions pipeline;
+  pipeline.beta1 = options.beta1;
+  pipeline.beta2 = options.beta2;
+  pipeline.eps = options.eps;
+  pipeline.weightDecay = options.weightDecay;
+  pipeline.clip = options.clip;
+  buildPipeline(pm, pipeline, PipelineStage::Kernels);
+  if (failed(pm.run(*module)))
+    return nullptr;
+  return module;
+}
+
+/// Replaces a compiled kernel's launch by its GPU launches: their
+/// arguments ("input:N", "result:N", "scratch:NAME", "scalar:seed") bound to
+/// the launch's buffers, new scratch temporaries and the run's scalars.
+LogicalResult expandCompiledLaunch(const schedule::Launch &launch,
+                                   const GpuKernelCode &kernel,
+                                   const std::vector<bool> &tensorInputs,
+                                   schedule::Schedule &plan, Location loc,
+                                   std::vector<schedule::Launch> &launches) {
+  // The kernel's tensor inputs come first among the launch's buffers, then
+  // its results; scalar inputs (the seed, the step) are bound scalars.
+  // "input:N" counts every input: its buffer is the tensors' before it.
+  std::vector<int> bufferOfInput;
+  int tensors = 0;
+  for (bool tensor : tensorInputs)
+    bufferOfInput.push_back(tensor ? tensors++ : -1);
+  const size_t inputs = static_cast<size_t>(tensors);
+  const size_t results = launch.buffers.size() - inputs;
+  std::map<std::string, int> scratch;
+  for (const GpuLaunch &gpu : kernel.launches) {
+    schedule::Launch next;
+    next.kernel = gpu.function;
+    next.origin = launch.origin;
+    for (int d = 0; d < 3; ++d) {
+      next.config.grid[d] = static_cast<uint32_t>(gpu.grid[d]);
+      next.config.block[d] = static_cast<uint32_t>(gpu.block[d]);
+    }
+    for (const std::string &argument : gpu.arguments) {
+      StringRef text(argument);
+      auto [kind, what] = text.split(':');
+      int64_t number = -1;
+      if (kind == "input" && !what.getAsInteger(10, number) &&
+          number < static_cast<int64_t>(bufferOfInput.size()) &&
+          bufferOfInput[number] >= 0) {
+        next.buffers.push_back(launch.buffers[bufferOfInput[number]]);
+      } else if (kind == "result" && !what.getAsInteger(10, number) &&
+                 number < static_cast<int64_t>(results)) {
+        next.buffers.push_back(launch.buffers[inputs + number]);
+      } else if (kind == "scratch") {
+        auto found = scratch.find(what.str());
+        if (found == scratch.end()) {
+          schedule::BufferDesc desc;
+          desc.name = kernel.name + "." + what.str();
+          desc.role = schedule::BufferRole::Temporary;
+          desc.type = backend::ElementType::I32;
+          // The kernel's description lists each scratch buffer's bytes.
+          int64_t bytes = 0;
+          io::Expected<io::JsonValue> description =
+              io::parseJson(kernel.description);
+          const io::JsonValue *sizes =
+              description ? description->find("scratch") : nullptr;
+          const io::JsonValue *size = sizes ? sizes->find(what) : nullptr;
+          if (size && size->isNumber())
+            bytes = size->asInt64();
+          if (bytes <= 0)
+            return emitError(loc) << "kernel '" << kernel.name
+                                  << "': no size for its scratch buffer '"
+                                  << what << "'";
+          desc.shape = {(bytes + 3) / 4};
+          plan.buffers.push_back(desc);
+          found = scratch.emplace(what.str(),
+                                  static_cast<int>(plan.buffers.size()) - 1)
+                      .first;
+        }
+        next.buffers.push_back(found->second);
+      } else if (kind == "scalar" && (what == "seed" || what == "step")) {
+        next.boundScalars.push_back(
+            {static_cast<int>(next.scalars.size()), what.str()});
+        next.scalars.push_back(backend::Scalar::integer(0));
+      } else {
+        return emitError(loc) << "kernel '" << kernel.name << "': launch '"
+                              << gpu.function << "' has an argument '"
+                              << argument << "' the schedule cannot bind";
+      }
+    }
+    launches.push_back(std::move(next));
+  }
+  // What the GEMM computes goes with its last launch (the GEMM itself),
+  // its operands named by their schedule buffers.
+  if (launch.gemm && !kernel.launches.empty()) {
+    schedule::GemmLaunch gemm = *launch.gemm;
+    for (schedule::QuantizedOperand &operand : gemm.operands) {
+      operand.buffer = launch.buffers[operand.argument];
+      operand.argument = 0;
+    }
+    launches.back().gemm = std::move(gemm);
+  }
+  return success();
+}
+
+} // namespace
+
+FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
+    MLIRContext &context, const llvm::SourceMgr &sourceMgr,
+    const frontend::ModelGraph &model, const frontend::ResolvedPolicy *policy,
+    const CompileOptions &options, Target target, int64_t blockTile) {
+  OwningOpRef<ModuleOp> module =
+      formKernels(context, sourceMgr, model, policy, options);
+  if (!module)
+    return failure();
+  auto step = module->lookupSymbol<func::FuncOp>("train_step");
+  FailureOr<schedule::Schedule> plan = buildSchedule(step, options.schedule);
+  if (failed(plan))
+    return failure();
+  Location loc = step.getLoc();
+  // Which inputs of each kernel are tensors (the conversion drops the
+  // kernels; their launches name inputs by position).
+  std::map<std::string, std::vector<bool>> tensorInputs;
+  step.walk([&](KernelOp kernel) {
+    std::vector<bool> &kinds = tensorInputs[kernel.getKernelName().str()];
+    for (Value input : kernel.getInputs())
+      kinds.push_back(isa<RankedTensorType>(input.getType()));
+  });
+
+  // Only the step's kernels are compiled (not @forward's and @loss's).
+  for (func::FuncOp function :
+       llvm::make_early_inc_range(module->getOps<func::FuncOp>()))
+    if (function != step)
+      function.erase();
+  // The kernels' gpu.modules (the conversion drops everything else), then
+  // the library's functions for the schedule's other launches.
+  PassManager pm(&context);
+  PipelineOptions pipeline;
+  pipeline.target = target;
+  pipeline.blockTile = blockTile;
+  buildPipeline(pm, pipeline, PipelineStage::Code, PipelineStage::Code);
+  if (failed(pm.run(*module)))
+    return failure();
+  std::vector<GpuKernelCode> compiled = describeGpuKernels(*module);
+  std::map<std::string, const GpuKernelCode *> byName;
+  for (const GpuKernelCode &kernel : compiled)
+    byName[kernel.name] = &kernel;
+
+  conversion::GpuLibraryBuilder library(*module);
+  schedule::Schedule reference = *plan;
+  std::vector<int> firstLaunch;
+  std::vector<schedule::Launch> launches;
+  std::vector<int> phaseEnds = {plan->forwardEnd(), plan->gradientsEnd(),
+                                plan->updateBegin()};
+  std::vector<int> newEnds(phaseEnds.size(), -1);
+  for (size_t l = 0; l < plan->launches.size(); ++l) {
+    for (size_t p = 0; p < phaseEnds.size(); ++p)
+      if (phaseEnds[p] == static_cast<int>(l))
+        newEnds[p] = static_cast<int>(launches.size());
+    firstLaunch.push_back(static_cast<int>(launches.size()));
+    const schedule::Launch launch = plan->launches[l];
+    auto found = byName.find(launch.kernel);
+    LogicalResult expanded =
+        found != byName.end()
+            ? expandCompiledLaunch(launch, *found->second,
+                                   tensorInputs[launch.kernel], *plan, loc,
+                                   launches)
+            : library.expand(launch, *plan, loc, launches);
+    if (failed(expanded))
+      return failure();
+  }
+  firstLaunch.push_back(static_cast<int>(launches.size()));
+  for (size_t p = 0; p < phaseEnds.size(); ++p)
+    if (newEnds[p] < 0)
+      newEnds[p] = static_cast<int>(launches.size());
+  plan->launches = std::move(launches);
+  plan->phases.forwardEnd = newEnds[0];
+  plan->phases.gradientsEnd = newEnds[1];
+  plan->phases.updateBegin = newEnds[2];
+  schedule::planMemory(*plan);
+
+  FailureOr<std::vector<GpuKernelCode>> code =
+      target == Target::Gfx950 ? compileToHsaco(*module, targetName(target))
+                               : compileToPtx(*module, targetName(target));
+  if (failed(code))
+    return failure();
+  return CompiledGpuStep{std::move(*plan), std::move(*code),
+                         std::move(reference), std::move(firstLaunch)};
 }

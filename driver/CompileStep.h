@@ -22,6 +22,8 @@
 #include "frontend/Policy.h"
 #include "lowering/BuildSchedule.h"
 #include "driver/CpuKernelTable.h"
+#include "driver/GpuCode.h"
+#include "driver/Target.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/LLVM.h"
@@ -57,6 +59,31 @@ mlir::FailureOr<CompiledStep> compileTrainingStep(
     mlir::MLIRContext &context, const llvm::SourceMgr &sourceMgr,
     const frontend::ModelGraph &model, const frontend::ResolvedPolicy *policy,
     const CompileOptions &options);
+
+/// The training step compiled for a GPU target: the schedule's launches
+/// are GPU launches (each with its grid) of the functions in `code`, one code
+/// object per gpu.module — a GEMM kernel's prologue and GEMM launches, an
+/// elementwise kernel's launch, the library's functions (`tetra_library`).
+/// Scratch buffers (quantized codes, scales, partial sums) are temporaries
+/// of the arena.
+struct CompiledGpuStep {
+  schedule::Schedule schedule;
+  std::vector<GpuKernelCode> code;
+  /// The same step as the CPU runs it (library kernels by their registered
+  /// names; its buffers are the first of `schedule`'s), and where each of
+  /// its launches starts among `schedule`'s launches (one more entry: the
+  /// end): what checks each GPU kernel against the CPU's.
+  schedule::Schedule reference;
+  std::vector<int> firstLaunch;
+};
+
+/// compileTrainingStep for `target` (sm_90a or gfx950): the same step, its
+/// GEMMs from the shared GEMM plan, everything else from GpuStepKernels,
+/// lowered to PTX or HSACO in process.
+mlir::FailureOr<CompiledGpuStep> compileGpuTrainingStep(
+    mlir::MLIRContext &context, const llvm::SourceMgr &sourceMgr,
+    const frontend::ModelGraph &model, const frontend::ResolvedPolicy *policy,
+    const CompileOptions &options, Target target, int64_t blockTile = 128);
 
 } // namespace tetra
 

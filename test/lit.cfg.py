@@ -20,5 +20,5 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 # `=` joins the characters that may not precede a tool name, so that
 # `--stage=tetra` stays an argument.
 llvm_config.add_tool_substitutions(
-    [ToolSubst(tool, pre=r".-^/\<=") for tool in ["tetra", "tetra-opt"]],
+    [ToolSubst(tool, pre=r".-^/\<=") for tool in ["tetra", "tetra-opt", "tetra-run"]],
     [config.tetra_tools_dir])

@@ -8,6 +8,6 @@ cd "$(dirname "$0")/.."
 out=build/gpu-bundles
 rm -rf "$out" && mkdir -p "$out"
 for policy in test/gpu/Inputs/gpu_variants_*.tetra; do
-  build/bin/tetra compile --target=sm_90a models/runs/tiny_c4_cpu.tetra \
+  build/bin/tetra compile --kernels --target=sm_90a models/runs/tiny_c4_cpu.tetra \
     "$policy" -o "$out/$(basename "$policy" .tetra).tbundle"
 done

@@ -1,6 +1,7 @@
 //===- GemmKernelPlan.cpp - One plan for every GPU target's GEMMs ---------===//
 
 #include "lowering/Conversion/GemmKernelPlan.h"
+#include "lowering/Conversion/GpuStepKernels.h"
 
 #include "lowering/NumericsOf.h"
 #include "runtime/numerics/Hadamard.h"
@@ -165,7 +166,7 @@ bool GemmKernelLowering::sumsExactly() const {
 LogicalResult GemmKernelLowering::lower(ModuleOp module) {
   kernel.getBody().walk([&](ScaledMatmulOp found) { matmul = found; });
   if (!matmul)
-    return success(); // not a GEMM kernel: the CPU runs it
+    return lowerElementwiseKernel(kernel, module);
   if (kernel.getNumResults() != 1 ||
       kernel.getBodyBlock().getTerminator()->getOperand(0) !=
           matmul.getResult())
@@ -349,11 +350,7 @@ DictionaryAttr GemmKernelLowering::describe(Builder &b) {
 // The prologue: rotation and quantization, one thread per segment along K
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-/// A launch's function with its launch contract (`tetra.launch`) recorded
-/// for the bundle's manifest.
-gpu::GPUFuncOp createLaunch(OpBuilder &moduleBuilder, Location loc,
+gpu::GPUFuncOp tetra::conversion::createLaunch(OpBuilder &moduleBuilder, Location loc,
                             const std::string &name,
                             ArrayRef<std::pair<std::string, Type>> arguments,
                             ArrayRef<int64_t> grid, ArrayRef<int64_t> block) {
@@ -392,6 +389,8 @@ gpu::GPUFuncOp createLaunch(OpBuilder &moduleBuilder, Location loc,
                                       moduleBuilder.getArrayAttr(names))}));
   return func;
 }
+
+namespace {
 
 /// One thread's segment of an operand along K (the larger of the scale
 /// block and the rotation block): where its elements lie, and their

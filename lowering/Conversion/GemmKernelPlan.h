@@ -136,6 +136,17 @@ std::string gemmName(KernelOp kernel);
 /// The flat memref type of `count` elements of `element`.
 mlir::MemRefType flat(int64_t count, mlir::Type element);
 
+/// A kernel function (a gpu.func at the builder's point) with its launch
+/// contract — grid, block and what each argument is — recorded as its
+/// `tetra.launch` attribute (read by describeGpuKernels for manifests and
+/// schedules); buffers 16-byte aligned, the block size known to the
+/// backends' register allocation.
+mlir::gpu::GPUFuncOp
+createLaunch(mlir::OpBuilder &moduleBuilder, mlir::Location loc,
+             const std::string &name,
+             llvm::ArrayRef<std::pair<std::string, mlir::Type>> arguments,
+             llvm::ArrayRef<int64_t> grid, llvm::ArrayRef<int64_t> block);
+
 /// One GEMM kernel's lowering for a GPU chip: the shared plan, and a
 /// target's matrix instructions through the virtual hooks.
 class GemmKernelLowering {
@@ -147,7 +158,7 @@ public:
   virtual ~GemmKernelLowering() = default;
 
   /// Checks the kernel and builds its gpu.module at the end of `module`
-  /// (nothing for a kernel without a scaled matmul, which the CPU runs).
+  /// (an elementwise kernel without a scaled matmul: lowerElementwiseKernel).
   /// Failure: an error naming the GEMM and the chip was emitted.
   mlir::LogicalResult lower(mlir::ModuleOp module);
 

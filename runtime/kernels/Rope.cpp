@@ -50,16 +50,11 @@ std::shared_ptr<const RopeTable> ropeTable(ThreadPool &pool, int64_t seq,
   const int64_t pairs = headDim / 2;
   table->cos.resize(seq * pairs);
   table->sin.resize(seq * pairs);
-  std::vector<double> frequency(pairs);
-  for (int64_t i = 0; i < pairs; ++i)
-    frequency[i] = std::pow(theta, -2.0 * i / static_cast<double>(headDim));
   pool.parallelFor(0, seq, 64, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p)
-      for (int64_t i = 0; i < pairs; ++i) {
-        const double angle = static_cast<double>(p) * frequency[i];
-        table->cos[p * pairs + i] = static_cast<float>(std::cos(angle));
-        table->sin[p * pairs + i] = static_cast<float>(std::sin(angle));
-      }
+      for (int64_t i = 0; i < pairs; ++i)
+        ropeCosSin(p, i, headDim, theta, table->cos[p * pairs + i],
+                   table->sin[p * pairs + i]);
   });
   std::lock_guard<std::mutex> lock(mutex);
   cached = table;

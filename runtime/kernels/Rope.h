@@ -29,11 +29,24 @@
 #include "runtime/backend/ThreadPool.h"
 #include "runtime/io/Error.h"
 
+#include <cmath>
 #include <cstdint>
 
 namespace tetra::kernels {
 
 /// The rotation by +angle (forward) or -angle (backward, `inverse`).
+/// Pair `pair`'s rotation at `position`: cos and sin of position *
+/// theta^(-2 pair / headDim), in fp64, rounded to fp32. The one definition
+/// that the CPU kernel's table and the GPU kernels' constant tables share.
+inline void ropeCosSin(int64_t position, int64_t pair, int64_t headDim,
+                       double theta, float &cosine, float &sine) {
+  const double frequency =
+      std::pow(theta, -2.0 * pair / static_cast<double>(headDim));
+  const double angle = static_cast<double>(position) * frequency;
+  cosine = static_cast<float>(std::cos(angle));
+  sine = static_cast<float>(std::sin(angle));
+}
+
 void rope(backend::ThreadPool &pool, const float *x, float *y, int64_t batch,
           int64_t seq, int64_t heads, int64_t headDim, double theta,
           bool inverse);

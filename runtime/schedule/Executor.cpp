@@ -156,7 +156,8 @@ StepExecutor::runLaunches(int begin, int end, backend::Stream stream,
       scalars[position] = value->second;
     }
     io::Status launched = backend_.launch(
-        kernels_[l], {}, backend::ArrayView<backend::Buffer>(arguments),
+        kernels_[l], launch.config,
+        backend::ArrayView<backend::Buffer>(arguments),
         backend::ArrayView<backend::Scalar>(scalars), stream);
     if (!launched)
       return io::Error("launch " + std::to_string(l) + " (" + launch.kernel +

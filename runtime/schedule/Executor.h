@@ -72,6 +72,9 @@ public:
     return buffers_[schedule_.launches[launch].buffers[argument]];
   }
 
+  /// The device buffer of schedule buffer `index` (bound or a temporary).
+  backend::Buffer bufferAt(int index) const { return buffers_[index]; }
+
   const Schedule &schedule() const { return schedule_; }
   /// The device buffer of `name`: a bound one, or a temporary's arena slice.
   io::Expected<backend::Buffer> buffer(std::string_view name) const;

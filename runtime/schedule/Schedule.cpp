@@ -205,13 +205,16 @@ io::Status tetra::schedule::validate(
         int64_t elements = 1;
         for (int64_t size : operand.shape)
           elements *= size;
-        if (operand.argument < 0 ||
-            operand.argument >= static_cast<int>(launch.buffers.size()) ||
-            operand.axis < 0 ||
+        const bool passed = operand.buffer < 0;
+        if ((passed && (operand.argument < 0 ||
+                        operand.argument >=
+                            static_cast<int>(launch.buffers.size()))) ||
+            (!passed && operand.buffer >= count) || operand.axis < 0 ||
             operand.axis >= static_cast<int>(operand.shape.size()))
           return io::Error(where + "gemm operand '" + operand.name +
                            "': argument or axis out of range");
-        int buffer = launch.buffers[operand.argument];
+        int buffer =
+            passed ? launch.buffers[operand.argument] : operand.buffer;
         if (buffer >= 0 && buffer < count &&
             schedule.buffers[buffer].numElements() != elements)
           return io::Error(where + "gemm operand '" + operand.name +
@@ -309,6 +312,8 @@ io::JsonValue gemmToJson(const GemmLaunch &gemm) {
     JsonValue entry = JsonValue::object();
     entry.set("name", JsonValue::string(operand.name));
     entry.set("argument", JsonValue::integer(operand.argument));
+    if (operand.buffer >= 0)
+      entry.set("buffer", JsonValue::integer(operand.buffer));
     JsonValue shape = JsonValue::array();
     for (int64_t size : operand.shape)
       shape.push(JsonValue::integer(size));
@@ -394,6 +399,17 @@ std::string tetra::schedule::toJson(const Schedule &schedule) {
     entry.set("origin", JsonValue::string(launch.origin));
     if (launch.gemm)
       entry.set("gemm", gemmToJson(*launch.gemm));
+    if (launch.config.block[0] * launch.config.block[1] *
+            launch.config.block[2] >
+        1) {
+      JsonValue grid = JsonValue::array(), block = JsonValue::array();
+      for (int d = 0; d < 3; ++d) {
+        grid.push(JsonValue::integer(launch.config.grid[d]));
+        block.push(JsonValue::integer(launch.config.block[d]));
+      }
+      entry.set("grid", std::move(grid));
+      entry.set("block", std::move(block));
+    }
     launches.push(std::move(entry));
   }
   root.set("launches", std::move(launches));
@@ -483,6 +499,11 @@ std::optional<GemmLaunch> gemmFromJson(const io::JsonValue &item,
     if (!reader.integer(*argument, value, "'argument'"))
       return std::nullopt;
     operand.argument = static_cast<int>(value);
+    if (const io::JsonValue *buffer = entry.find("buffer")) {
+      if (!reader.integer(*buffer, value, "'buffer'"))
+        return std::nullopt;
+      operand.buffer = static_cast<int>(value);
+    }
     for (const io::JsonValue &size : shape->items()) {
       if (!reader.integer(size, value, "'shape'"))
         return std::nullopt;
@@ -673,6 +694,24 @@ io::Expected<Schedule> tetra::schedule::fromJson(std::string_view text) {
       launch.gemm = gemmFromJson(*gemm, gemmReader);
       if (!launch.gemm)
         return io::Error(gemmReader.error);
+    }
+    for (auto [key, dims] :
+         {std::pair{"grid", launch.config.grid},
+          std::pair{"block", launch.config.block}}) {
+      const io::JsonValue *found = item.find(key);
+      if (!found)
+        continue;
+      if (!found->isArray() || found->items().size() != 3)
+        return io::Error(reader.path + ": '" + key +
+                         "' must be three positive integers");
+      for (int d = 0; d < 3; ++d) {
+        int64_t value;
+        if (!reader.integer(found->items()[d], value, key) || value < 1 ||
+            value > 0x7FFFFFFF)
+          return io::Error(reader.path + ": '" + key +
+                           "' must be three positive integers");
+        dims[d] = static_cast<uint32_t>(value);
+      }
     }
     schedule.launches.push_back(std::move(launch));
   }

@@ -15,6 +15,7 @@
 #ifndef TETRA_RUNTIME_SCHEDULE_SCHEDULE_H
 #define TETRA_RUNTIME_SCHEDULE_SCHEDULE_H
 
+#include "runtime/backend/Backend.h"
 #include "runtime/backend/KernelABI.h"
 #include "runtime/io/Error.h"
 #include "runtime/numerics/BlockQuantize.h"
@@ -64,6 +65,10 @@ struct QuantizedOperand {
   /// "x", "w" or "dy": the activation, the weight or the output gradient.
   std::string name;
   int argument = 0; ///< Position in Launch::buffers of the f32 operand.
+  /// The f32 operand's schedule buffer, where the launch does not pass it
+  /// itself (a GPU GEMM launch reads its prologue's codes): -1 when
+  /// `argument` names it.
+  int buffer = -1;
   /// The operand as the kernel sees it (a view may reshape the buffer), and
   /// the reduction axis it is quantized along.
   std::vector<int64_t> shape;
@@ -94,6 +99,9 @@ struct Launch {
   std::vector<std::pair<int, std::string>> boundScalars;
   /// Set for a compiled kernel that computes one GEMM of a linear layer.
   std::optional<GemmLaunch> gemm;
+  /// A GPU launch's grid and block (the compiler's choice for its kernel);
+  /// the CPU ignores it.
+  backend::LaunchConfig config;
 };
 
 /// Where the parts of a training step end, as launch counts. Running

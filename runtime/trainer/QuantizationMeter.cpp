@@ -24,7 +24,9 @@ io::Status QuantizationMeter::observe(int launch) {
     for (int64_t size : operand.shape)
       elements *= size;
     host_.resize(static_cast<size_t>(elements));
-    backend::Buffer buffer = executor_.argument(launch, operand.argument);
+    backend::Buffer buffer = operand.buffer >= 0
+                                 ? executor_.bufferAt(operand.buffer)
+                                 : executor_.argument(launch, operand.argument);
     if (io::Status copied = backend_.copyToHost(host_.data(), buffer,
                                                 host_.size() * sizeof(float));
         !copied)

@@ -83,6 +83,17 @@ struct TrainingSummary {
   std::optional<double> evalLoss; ///< The last evaluation.
 };
 
+/// One library kernel's GPU launches against the CPU kernel on the same
+/// inputs (Trainer::checkKernels).
+struct KernelCheck {
+  std::string kernel; ///< "rmsnorm.forward"
+  std::string origin; ///< The schedule launch's origin.
+  std::string buffer; ///< Its output that differs most.
+  /// max |gpu - cpu| / max |cpu| over that output (0: every bit equal).
+  double error = 0;
+  int64_t differing = 0, elements = 0; ///< Over all its outputs.
+};
+
 class Trainer {
 public:
   static io::Expected<std::unique_ptr<Trainer>>
@@ -113,6 +124,17 @@ public:
   /// (the schedule's forward phase): nothing is updated.
   void setEvaluation(data::Packer eval) { eval_.emplace(std::move(eval)); }
   io::Expected<double> evaluate();
+
+  /// Runs the next step's first micro-batch, the norm and the update with
+  /// every launch of `reference` (the step as the CPU runs it: see
+  /// driver/CompileStep.h) that is a library kernel also run by the CPU's
+  /// library from the same inputs, and compares every output. The
+  /// schedule's launches [firstLaunch[l], firstLaunch[l + 1]) do what
+  /// reference launch l does. For checking a GPU build: the step's update
+  /// is applied, its loss not logged.
+  io::Expected<std::vector<KernelCheck>>
+  checkKernels(const schedule::Schedule &reference,
+               const std::vector<int> &firstLaunch);
 
   int64_t step() const { return step_; }
   /// The host copy of a bound f32 buffer ("embed", "m.embed", ...).

@@ -9,13 +9,16 @@
 #ifndef TETRA_TOOLS_TETRA_COMMANDS_H
 #define TETRA_TOOLS_TETRA_COMMANDS_H
 
+#include "runtime/bundle/StepBundle.h"
+
 #include <string_view>
 #include <vector>
 
 namespace tetra::driver {
 
-/// `tetra --version`, and what each run records of the tool that trained it.
-constexpr const char *kTetraVersion = "0.1.0";
+/// `tetra --version`, and what each run records of the tool that trained it:
+/// the runtime's version, which a step bundle must match.
+constexpr const char *kTetraVersion = bundle::kRuntimeVersion;
 
 /// A command's entry point: its arguments (after the command name); returns
 /// the process exit status.

@@ -15,9 +15,11 @@
 #include "tools/tetra/LoadInputs.h"
 
 #include "driver/AmdgpuCompiler.h"
+#include "driver/CompileStep.h"
 #include "driver/NvptxCompiler.h"
 #include "driver/Pipeline.h"
 #include "lowering/Conversion/Passes.h"
+#include "runtime/bundle/StepBundle.h"
 #include "runtime/io/AtomicFile.h"
 #include "runtime/io/Json.h"
 
@@ -25,6 +27,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 
 #include <cstdio>
 
@@ -122,12 +125,146 @@ std::string manifestOf(const std::vector<GpuKernelCode> &kernels,
   return json;
 }
 
+/// `tetra compile RUN`: the whole training step as a step bundle
+/// (runtime/bundle/StepBundle.h), staged beside `output` and renamed into
+/// place.
+int writeStepBundle(mlir::MLIRContext &context,
+                    const llvm::SourceMgr &sourceMgr,
+                    const LoadedInputs &inputs, Target target,
+                    int64_t blockTile, const std::string &output) {
+  const frontend::RunConfig &run = *inputs.run;
+  CompileOptions options;
+  options.dimensions = {{"batch", run.microBatch}, {"seq", run.seqLen}};
+  options.beta1 = run.beta1;
+  options.beta2 = run.beta2;
+  options.eps = run.eps;
+  options.weightDecay = run.weightDecay;
+  options.clip = run.clip;
+  options.schedule.accumulateGradients = run.accumulation > 1;
+  mlir::FailureOr<CompiledGpuStep> step = compileGpuTrainingStep(
+      context, sourceMgr, inputs.model,
+      inputs.policy ? &*inputs.policy : nullptr, options, target, blockTile);
+  if (mlir::failed(step))
+    return 1;
+  const int64_t tokensPerStep = run.seqLen * run.microBatch * run.accumulation;
+  const int64_t steps =
+      run.steps > 0 ? run.steps : std::max<int64_t>(1, run.tokens / tokensPerStep);
+  trainer::RunPlan plan =
+      runPlanOf(run, inputs.model, *inputs.policy, steps);
+  // The bundle may run elsewhere: its paths say where on this machine
+  // (tetra-run's --data, --eval-data and --tokenizer replace them there).
+  auto absolute = [](std::string &path) {
+    llvm::SmallString<256> full(path);
+    if (!path.empty() && !llvm::sys::fs::make_absolute(full))
+      path = std::string(full);
+  };
+  for (std::string &glob : plan.trainData)
+    absolute(glob);
+  for (std::string &glob : plan.evalData)
+    absolute(glob);
+  absolute(plan.tokenizer.path);
+
+  std::string staging = output + ".partial";
+  llvm::sys::fs::remove_directories(staging);
+  if (std::error_code error =
+          llvm::sys::fs::create_directories(staging + "/sources"))
+    return fail("cannot create '" + staging + "': " + error.message());
+  auto cleanUp = [&](const std::string &message) {
+    llvm::sys::fs::remove_directories(staging);
+    return fail(message);
+  };
+  auto write = [&](const std::string &file, const std::string &bytes) {
+    return io::writeFileAtomically(staging + "/" + file, bytes);
+  };
+  io::JsonValue manifest = io::JsonValue::object();
+  manifest.set("format", io::JsonValue::string("tetra-step-bundle"));
+  manifest.set("runtime_version", io::JsonValue::string(kTetraVersion));
+  manifest.set("target", io::JsonValue::string(targetName(target)));
+  manifest.set("model", io::JsonValue::string(inputs.model.name));
+  manifest.set("policy", io::JsonValue::string(inputs.policy->name));
+  manifest.set("run", io::JsonValue::string(run.name));
+  io::JsonValue code = io::JsonValue::array();
+  std::vector<std::string> checked = {"manifest.json", "schedule.json",
+                                      "run_plan.json", "reference.json"};
+  for (const GpuKernelCode &kernel : step->code) {
+    std::string file = kernel.name + codeExtension(target);
+    if (io::Status written = write(file, kernel.code); !written)
+      return cleanUp(written.error().message());
+    if (target == Target::Gfx950)
+      if (io::Status written = write(kernel.name + ".s", kernel.assembly);
+          !written)
+        return cleanUp(written.error().message());
+    io::JsonValue entry = io::JsonValue::object();
+    entry.set("name", io::JsonValue::string(kernel.name));
+    entry.set("file", io::JsonValue::string(file));
+    io::JsonValue functions = io::JsonValue::array();
+    for (const GpuLaunch &launch : kernel.launches)
+      functions.push(io::JsonValue::string(launch.function));
+    entry.set("functions", std::move(functions));
+    code.push(std::move(entry));
+    checked.push_back(file);
+  }
+  manifest.set("code", std::move(code));
+  io::JsonValue first = io::JsonValue::array();
+  for (int launch : step->firstLaunch)
+    first.push(io::JsonValue::integer(launch));
+  manifest.set("first_launch", std::move(first));
+  io::JsonValue sources = io::JsonValue::array();
+  std::vector<std::string> files = {run.modelPath, run.path};
+  if (inputs.policy)
+    files.insert(files.end(), inputs.policy->files.begin(),
+                 inputs.policy->files.end());
+  for (const std::string &source : files) {
+    std::string name = llvm::sys::path::filename(source).str();
+    llvm::sys::fs::copy_file(source, staging + "/sources/" + name);
+    sources.push(io::JsonValue::string("sources/" + name));
+  }
+  manifest.set("sources", std::move(sources));
+  io::JsonValue plannedMemory = io::JsonValue::object();
+  plannedMemory.set("arena_bytes", io::JsonValue::integer(step->schedule.arenaBytes));
+  plannedMemory.set("bound_bytes",
+                    io::JsonValue::integer(step->schedule.boundBytes()));
+  manifest.set("memory", std::move(plannedMemory));
+  if (io::Status written =
+          write("schedule.json", schedule::toJson(step->schedule));
+      !written)
+    return cleanUp(written.error().message());
+  if (io::Status written =
+          write("reference.json", schedule::toJson(step->reference));
+      !written)
+    return cleanUp(written.error().message());
+  if (io::Status written = write("run_plan.json", io::writeJson(plan.toJson()));
+      !written)
+    return cleanUp(written.error().message());
+  if (io::Status written = write("manifest.json", io::writeJson(manifest));
+      !written)
+    return cleanUp(written.error().message());
+  io::Expected<std::string> checksum = bundle::checksumOf(staging, checked);
+  if (!checksum)
+    return cleanUp(checksum.error().message());
+  if (io::Status written = write("checksum", "fnv1a64 " + *checksum + "\n");
+      !written)
+    return cleanUp(written.error().message());
+  if (std::error_code error = llvm::sys::fs::rename(staging, output))
+    return cleanUp("cannot move the bundle into '" + output +
+                   "': " + error.message());
+  std::printf("tetra compile: the training step of run %s for %s (%s): %zu "
+              "launches of %zu code objects, arena %.2f MiB, in %s\n",
+              run.name.c_str(), targetName(target),
+              targetInfo(target).description, step->schedule.launches.size(),
+              step->code.size(),
+              static_cast<double>(step->schedule.arenaBytes) / (1 << 20),
+              output.c_str());
+  return 0;
+}
+
 } // namespace
 
 int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
   std::vector<std::string> files;
   std::string output, targetText;
   int64_t blockTile = 128;
+  bool kernelsOnly = false;
   frontend::EmitOptions emit;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
@@ -137,6 +274,8 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
     }
     if (arg.substr(0, 9) == "--target=") {
       targetText = std::string(arg.substr(9));
+    } else if (arg == "--kernels") {
+      kernelsOnly = true;
     } else if (arg.substr(0, 13) == "--block-tile=") {
       std::string_view value = arg.substr(13);
       if (value != "32" && value != "64" && value != "128")
@@ -176,6 +315,9 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
   mlir::MLIRContext context;
   context.printOpOnDiagnostic(false);
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  if (inputs->run && !kernelsOnly)
+    return writeStepBundle(context, sourceMgr, *inputs, *target, blockTile,
+                           output);
   mlir::OwningOpRef<mlir::ModuleOp> module =
       emitModule(context, sourceMgr, inputs->model,
                  inputs->policy ? &*inputs->policy : nullptr, inputs->emit);
@@ -200,6 +342,9 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
                                 : compileToPtx(*module, targetName(*target));
   if (mlir::failed(kernels))
     return 1;
+  // The elementwise kernels' modules belong to step bundles.
+  llvm::erase_if(*kernels,
+                 [](const GpuKernelCode &kernel) { return kernel.gemm.empty(); });
 
   // Written beside the destination, then renamed into place.
   std::string staging = output + ".partial";

@@ -79,3 +79,74 @@ tetra::driver::loadInputs(DiagnosticEngine &diags,
   return LoadedInputs{std::move(*model), std::move(policy), std::move(run),
                       std::move(emit)};
 }
+
+int64_t tetra::driver::embeddingRows(const frontend::ModelGraph &model) {
+  int64_t rows = 0;
+  for (const frontend::Function &function : model.functions)
+    for (const frontend::Op &op : function.ops) {
+      if (op.kind != frontend::OpKind::Embedding)
+        continue;
+      const frontend::Value &table = function.values[op.operands[0]];
+      if (table.source == frontend::Value::Source::Parameter)
+        rows = model.parameters[table.index].shape[0];
+    }
+  return rows;
+}
+
+trainer::RunPlan tetra::driver::runPlanOf(const frontend::RunConfig &run,
+                                          const frontend::ModelGraph &model,
+                                          const frontend::ResolvedPolicy &policy,
+                                          int64_t steps) {
+  trainer::RunPlan plan;
+  plan.run = run.name;
+  plan.model = model.name;
+  plan.policy = policy.name;
+  for (const frontend::Parameter &parameter : model.parameters) {
+    trainer::ParameterSpec p;
+    p.name = parameter.name;
+    p.shape = parameter.shape;
+    p.std = parameter.init.std;
+    p.init = parameter.init.kind == frontend::Initializer::Kind::Normal
+                 ? trainer::ParameterSpec::Init::Normal
+             : parameter.init.kind == frontend::Initializer::Kind::Ones
+                 ? trainer::ParameterSpec::Init::Ones
+                 : trainer::ParameterSpec::Init::Zeros;
+    plan.parameters.push_back(p);
+  }
+  plan.trainData = run.trainData;
+  plan.evalData = run.evalData;
+  switch (run.tokenizer.kind) {
+  case frontend::TokenizerConfig::Kind::Bytes:
+    plan.tokenizer.kind = tokenizer::TokenizerSpec::Kind::Bytes;
+    break;
+  case frontend::TokenizerConfig::Kind::GPT2:
+    plan.tokenizer.kind = tokenizer::TokenizerSpec::Kind::GPT2;
+    break;
+  case frontend::TokenizerConfig::Kind::Llama3:
+    plan.tokenizer.kind = tokenizer::TokenizerSpec::Kind::Llama3;
+    break;
+  }
+  plan.tokenizer.path = run.tokenizer.path;
+  plan.vocabulary = embeddingRows(model);
+  plan.seqLen = run.seqLen;
+  plan.microBatch = run.microBatch;
+  plan.accumulation = run.accumulation;
+  plan.steps = steps;
+  plan.lr.lr = run.lr;
+  plan.lr.minLr = run.schedule.minLr;
+  plan.lr.warmup = run.schedule.warmup;
+  plan.lr.total = steps;
+  plan.lr.kind =
+      run.schedule.kind == frontend::ScheduleConfig::Kind::Cosine
+          ? trainer::LearningRateSchedule::Kind::Cosine
+      : run.schedule.kind == frontend::ScheduleConfig::Kind::Linear
+          ? trainer::LearningRateSchedule::Kind::Linear
+          : trainer::LearningRateSchedule::Kind::Constant;
+  plan.seed = run.seed;
+  plan.logInterval = run.logInterval;
+  plan.sqnrInterval = run.sqnrInterval < 0 ? run.logInterval : run.sqnrInterval;
+  plan.evalInterval = run.evalData.empty() ? 0 : run.evalInterval;
+  plan.evalBatches = run.evalBatches;
+  plan.checkpointInterval = run.checkpointInterval;
+  return plan;
+}

@@ -14,6 +14,7 @@
 
 #include "frontend/Frontend.h"
 #include "frontend/MLIRGen.h"
+#include "runtime/trainer/RunPlan.h"
 
 #include <optional>
 #include <string>
@@ -36,6 +37,17 @@ std::optional<LoadedInputs> loadInputs(frontend::DiagnosticEngine &diags,
                                        frontend::EmitOptions emit,
                                        const std::string &command,
                                        const std::string &needsModel);
+
+/// The rows of the model's embedding table (its vocabulary), or 0.
+int64_t embeddingRows(const frontend::ModelGraph &model);
+
+/// What the runtime needs of `run` (RunPlan.h) for `model` under `policy`,
+/// training `steps` steps: the one translation of a run file that
+/// `tetra train` and a step bundle share.
+trainer::RunPlan runPlanOf(const frontend::RunConfig &run,
+                           const frontend::ModelGraph &model,
+                           const frontend::ResolvedPolicy &policy,
+                           int64_t steps);
 
 } // namespace tetra::driver
 

@@ -16,10 +16,12 @@
 
 #include "frontend/Frontend.h"
 #include "driver/CompileStep.h"
+#include "runtime/bundle/StepBundle.h"
 #include "runtime/backend/CpuBackend.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/Documents.h"
 #include "runtime/data/Packer.h"
+#include "tools/tetra/LoadInputs.h"
 #include "runtime/io/AtomicFile.h"
 #include "runtime/io/Json.h"
 #include "runtime/kernels/Registry.h"
@@ -152,19 +154,6 @@ bool makeDirectories(const std::string &path) {
 
 /// The number of rows of the embedding table the model reads tokens with:
 /// every token id must be below it.
-int64_t embeddingRows(const frontend::ModelGraph &model) {
-  int64_t rows = 0;
-  for (const frontend::Function &function : model.functions)
-    for (const frontend::Op &op : function.ops) {
-      if (op.kind != frontend::OpKind::Embedding)
-        continue;
-      const frontend::Value &table = function.values[op.operands[0]];
-      if (table.source == frontend::Value::Source::Parameter)
-        rows = model.parameters[table.index].shape[0];
-    }
-  return rows;
-}
-
 /// FNV-1a (64 bits) of the files' bytes in order, as 16 hex digits: the same
 /// files give the same resolved policy.
 io::Expected<std::string> hashFiles(const std::vector<std::string> &files) {
@@ -299,9 +288,19 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
     return 1;
   if (!targetOverride.empty())
     run->target = *parseTarget(targetOverride);
-  if (run->target != Target::Cpu)
-    return fail(std::string("target '") + targetName(run->target) +
-                "': this build trains on the CPU only so far");
+  // A GPU run needs its GPU here: opened first, so that a machine without
+  // one says so before anything is compiled.
+  std::unique_ptr<backend::Backend> gpu;
+  if (run->target != Target::Cpu) {
+    io::Expected<std::unique_ptr<backend::Backend>> device =
+        bundle::openDevice(targetName(run->target));
+    if (!device)
+      return fail(std::string("target '") + targetName(run->target) + "': " +
+                  device.error().message() +
+                  "; compile a step bundle here ('tetra compile') and train "
+                  "it with 'tetra-run' where the GPU is");
+    gpu = std::move(*device);
+  }
   std::optional<frontend::ModelGraph> model =
       frontend::loadModel(diags, run->modelPath);
   if (!model)
@@ -370,66 +369,18 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
       return fail(recorded.error().message());
 
   // Tokenizer and data.
-  tokenizer::TokenizerSpec spec;
-  switch (run->tokenizer.kind) {
-  case frontend::TokenizerConfig::Kind::Bytes:
-    spec.kind = tokenizer::TokenizerSpec::Kind::Bytes;
-    break;
-  case frontend::TokenizerConfig::Kind::GPT2:
-    spec.kind = tokenizer::TokenizerSpec::Kind::GPT2;
-    break;
-  case frontend::TokenizerConfig::Kind::Llama3:
-    spec.kind = tokenizer::TokenizerSpec::Kind::Llama3;
-    break;
-  }
-  spec.path = run->tokenizer.path;
-  io::Expected<std::unique_ptr<tokenizer::Tokenizer>> tok =
-      tokenizer::makeTokenizer(spec);
-  if (!tok)
-    return fail(tok.error().message());
-  std::shared_ptr<tokenizer::Tokenizer> encoder(std::move(*tok));
-  int64_t rows = embeddingRows(*model);
-  if (rows > 0 && encoder->vocabSize() > static_cast<uint64_t>(rows))
-    return fail("tokenizer " + std::string(encoder->name()) + " has " +
-                std::to_string(encoder->vocabSize()) +
-                " tokens but the model's embedding has " +
-                std::to_string(rows) + " rows");
-  // Training data: pre-tokenized token files (`tetra tokenize`), or text
-  // (C4 JSON lines, plain text) tokenized as it is read.
-  auto openSource = [&](const std::vector<std::string> &globs)
-      -> io::Expected<std::unique_ptr<data::TokenSource>> {
-    bool tokenFiles = !globs.empty();
-    for (const std::string &glob : globs)
-      tokenFiles &= llvm::StringRef(glob).ends_with(".tokens");
-    if (tokenFiles) {
-      io::Expected<std::vector<std::string>> files = data::expandGlobs(globs);
-      if (!files)
-        return files.error();
-      return std::unique_ptr<data::TokenSource>(
-          std::make_unique<data::TokenFileSource>(std::move(*files),
-                                                  encoder->endOfText()));
-    }
-    io::Expected<data::DocumentReader> reader =
-        data::DocumentReader::fromGlobs(globs);
-    if (!reader)
-      return reader.error();
-    return std::unique_ptr<data::TokenSource>(
-        std::make_unique<data::TextTokenSource>(
-            std::move(*reader), [encoder](std::string_view text) {
-              return encoder->encode(text);
-            }));
-  };
-  io::Expected<std::unique_ptr<data::TokenSource>> source =
-      openSource(run->trainData);
-  if (!source)
-    return fail(source.error().message());
+  trainer::RunPlan plan = runPlanOf(*run, *model, *policy, steps);
+  io::Expected<std::shared_ptr<tokenizer::Tokenizer>> encoder =
+      trainer::openTokenizer(plan.tokenizer, plan.vocabulary);
+  if (!encoder)
+    return fail(encoder.error().message());
   data::PackerOptions packing;
   packing.seqLen = run->seqLen;
   packing.batchSize = run->microBatch;
-  packing.endOfText = encoder->endOfText();
+  packing.endOfText = (*encoder)->endOfText();
   packing.seed = run->seed;
   io::Expected<data::Packer> packer =
-      data::Packer::create(std::move(*source), packing);
+      trainer::openPacker(run->trainData, *encoder, packing);
   if (!packer)
     return fail(packer.error().message());
 
@@ -445,73 +396,70 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   options.weightDecay = run->weightDecay;
   options.clip = run->clip;
   options.schedule.accumulateGradients = run->accumulation > 1;
-  mlir::FailureOr<CompiledStep> compiled =
-      compileTrainingStep(context, sourceMgr, *model, &*policy, options);
-  if (mlir::failed(compiled))
-    return 1;
-
-  io::Expected<std::unique_ptr<backend::CpuBackend>> cpu =
-      backend::CpuBackend::create();
-  if (!cpu)
-    return fail(cpu.error().message());
-  io::Expected<backend::Module> library = (*cpu)->loadModule(
-      backend::CodeObject::cpuTable(kernels::libraryKernels(), "library"));
-  io::Expected<backend::Module> kernels = (*cpu)->loadModule(
-      backend::CodeObject::cpuTable(compiled->kernels->table(), "compiled"));
-  if (!library || !kernels)
-    return fail(library ? kernels.error().message()
-                        : library.error().message());
+  std::unique_ptr<backend::CpuBackend> cpu;
+  std::unique_ptr<cpu::CompiledKernelTable> cpuKernels;
+  schedule::Schedule step;
+  std::vector<backend::Module> modules;
+  if (!gpu) {
+    mlir::FailureOr<CompiledStep> compiled =
+        compileTrainingStep(context, sourceMgr, *model, &*policy, options);
+    if (mlir::failed(compiled))
+      return 1;
+    io::Expected<std::unique_ptr<backend::CpuBackend>> created =
+        backend::CpuBackend::create();
+    if (!created)
+      return fail(created.error().message());
+    cpu = std::move(*created);
+    cpuKernels = std::move(compiled->kernels);
+    step = std::move(compiled->schedule);
+    io::Expected<backend::Module> library = cpu->loadModule(
+        backend::CodeObject::cpuTable(kernels::libraryKernels(), "library"));
+    io::Expected<backend::Module> kernels = cpu->loadModule(
+        backend::CodeObject::cpuTable(cpuKernels->table(), "compiled"));
+    if (!library || !kernels)
+      return fail(library ? kernels.error().message()
+                          : library.error().message());
+    modules = {*library, *kernels};
+  } else {
+    mlir::FailureOr<CompiledGpuStep> compiled = compileGpuTrainingStep(
+        context, sourceMgr, *model, &*policy, options, run->target);
+    if (mlir::failed(compiled))
+      return 1;
+    step = std::move(compiled->schedule);
+    std::vector<bundle::StepCode> code;
+    for (GpuKernelCode &kernel : compiled->code) {
+      bundle::StepCode object;
+      object.name = kernel.name;
+      object.format = run->target == Target::Gfx950
+                          ? backend::CodeObjectFormat::Hsaco
+                          : backend::CodeObjectFormat::Ptx;
+      object.bytes = std::move(kernel.code);
+      code.push_back(std::move(object));
+    }
+    io::Expected<std::vector<backend::Module>> loaded =
+        bundle::loadCode(*gpu, code);
+    if (!loaded)
+      return fail(loaded.error().message());
+    modules = std::move(*loaded);
+  }
+  backend::Backend &device = gpu ? *gpu : static_cast<backend::Backend &>(*cpu);
 
   // Evaluation data, read in order from its start each time.
   std::optional<data::Packer> evalPacker;
   if (run->evalInterval > 0 && !run->evalData.empty()) {
-    io::Expected<std::unique_ptr<data::TokenSource>> evalSource =
-        openSource(run->evalData);
-    if (!evalSource)
-      return fail(evalSource.error().message());
-    io::Expected<data::Packer> created = data::Packer::create(
-        std::move(*evalSource),
+    io::Expected<data::Packer> created = trainer::openPacker(
+        run->evalData, *encoder,
         data::PackerOptions::validation(run->seqLen, run->microBatch,
-                                        encoder->endOfText()));
+                                        (*encoder)->endOfText()));
     if (!created)
       return fail(created.error().message());
     evalPacker.emplace(std::move(*created));
   }
 
-  trainer::TrainerConfig config;
+  trainer::TrainerConfig config = plan.trainerConfig();
   // A policy or settings given on the command line name the curve too: one
   // run file, several policies and seeds, told apart in metrics and plots.
   config.run = runName;
-  config.model = model->name;
-  config.policy = policy->name;
-  for (const frontend::Parameter &parameter : model->parameters) {
-    trainer::ParameterSpec p;
-    p.name = parameter.name;
-    p.shape = parameter.shape;
-    p.std = parameter.init.std;
-    p.init = parameter.init.kind == frontend::Initializer::Kind::Normal
-                 ? trainer::ParameterSpec::Init::Normal
-             : parameter.init.kind == frontend::Initializer::Kind::Ones
-                 ? trainer::ParameterSpec::Init::Ones
-                 : trainer::ParameterSpec::Init::Zeros;
-    config.parameters.push_back(p);
-  }
-  config.steps = steps;
-  config.microBatches = run->accumulation;
-  config.sqnrInterval =
-      run->sqnrInterval < 0 ? run->logInterval : run->sqnrInterval;
-  config.logInterval = run->logInterval;
-  config.seed = run->seed;
-  config.lr.lr = run->lr;
-  config.lr.minLr = run->schedule.minLr;
-  config.lr.warmup = run->schedule.warmup;
-  config.lr.total = steps;
-  config.lr.kind =
-      run->schedule.kind == frontend::ScheduleConfig::Kind::Cosine
-          ? trainer::LearningRateSchedule::Kind::Cosine
-      : run->schedule.kind == frontend::ScheduleConfig::Kind::Linear
-          ? trainer::LearningRateSchedule::Kind::Linear
-          : trainer::LearningRateSchedule::Kind::Constant;
   config.metricsPath = metricsPath;
   config.checkpointDir = checkpointDir;
   config.checkpointInterval = checkpointEvery > 0 ? checkpointEvery
@@ -525,7 +473,7 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   config.evalBatches = run->evalBatches;
 
   io::Expected<std::unique_ptr<trainer::Trainer>> trainer =
-      trainer::Trainer::create(**cpu, compiled->schedule, {*library, *kernels},
+      trainer::Trainer::create(device, step, modules,
                                config, std::move(*packer));
   if (!trainer)
     return fail(trainer.error().message());
@@ -562,7 +510,7 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
       run->name.c_str(), model->name.c_str(),
       static_cast<long long>(model->parameterCount()), policy->name.c_str(),
       static_cast<long long>(steps), static_cast<long long>(tokensPerStep),
-      (*cpu)->description().c_str(), static_cast<long long>(run->accumulation),
+      device.description().c_str(), static_cast<long long>(run->accumulation),
       run->accumulation == 1 ? "" : "es",
       static_cast<long long>(run->microBatch),
       static_cast<long long>(run->seqLen));
@@ -625,8 +573,9 @@ void tetra::driver::printTrainHelp() {
       "docs/tools/train.md has the details.\n"
       "\n"
       "OPTIONS\n"
-      "  --target T    train for target T instead of the run's (cpu;\n"
-      "                sm_90a and gfx950 are not trained by this build)\n"
+      "  --target T    train for target T instead of the run's: cpu, or\n"
+      "                sm_90a / gfx950 where that GPU and its driver are\n"
+      "                (elsewhere: 'tetra compile' a bundle, 'tetra-run' it)\n"
       "  --steps N     train N steps in all (default: the run's steps; the\n"
       "                learning-rate schedule spans them)\n"
       "  --until N     stop after step N (as an interruption would)\n"

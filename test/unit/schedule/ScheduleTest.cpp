@@ -121,19 +121,28 @@ TEST(ScheduleJson, RoundTrip) {
   dy.tensorId = 0xDEADBEEF;
   gemm.operands.push_back(dy);
   schedule.launches.back().gemm = gemm;
+  // A GPU launch: its grid and block, and a GEMM operand named by its
+  // schedule buffer (the GEMM launch reads the prologue's codes).
+  schedule.launches.push_back(makeLaunch("gemm_launch", {0, 1}, {}, "gemm"));
+  schedule.launches.back().config.grid[0] = 40;
+  schedule.launches.back().config.grid[1] = 3;
+  schedule.launches.back().config.block[0] = 256;
+  schedule.launches.back().gemm = gemm;
+  schedule.launches.back().gemm->operands[0].buffer = 1;
   schedule.phases = {1, 2, 3};
   planMemory(schedule);
   io::Expected<Schedule> back = fromJson(toJson(schedule));
   ASSERT_TRUE(static_cast<bool>(back)) << back.error().message();
   EXPECT_EQ(toJson(*back), toJson(schedule));
   EXPECT_EQ(back->buffers[5].type, backend::ElementType::I32);
-  EXPECT_EQ(back->launches.back().scalars[1].asFloat(), 0.1);
-  EXPECT_EQ(back->launches.back().origin, "layers.0.attn.wq wgrad");
-  ASSERT_EQ(back->launches.back().boundScalars.size(), 1u);
-  EXPECT_EQ(back->launches.back().boundScalars[0].second, "lr");
+  const Launch &scale = back->launches.at(back->launches.size() - 2);
+  EXPECT_EQ(scale.scalars[1].asFloat(), 0.1);
+  EXPECT_EQ(scale.origin, "layers.0.attn.wq wgrad");
+  ASSERT_EQ(scale.boundScalars.size(), 1u);
+  EXPECT_EQ(scale.boundScalars[0].second, "lr");
   EXPECT_EQ(back->gradientsEnd(), 2);
-  ASSERT_TRUE(back->launches.back().gemm.has_value());
-  const QuantizedOperand &read = back->launches.back().gemm->operands.at(0);
+  ASSERT_TRUE(scale.gemm.has_value());
+  const QuantizedOperand &read = scale.gemm->operands.at(0);
   EXPECT_EQ(read.quantization.format.element, numerics::ElementFormat::E2M1);
   EXPECT_EQ(read.quantization.format.scaling.scaleFormat,
             numerics::ScaleFormat::E4M3);
@@ -144,10 +153,19 @@ TEST(ScheduleJson, RoundTrip) {
   EXPECT_EQ(read.quantization.rotation.seed, 1234567u);
   EXPECT_EQ(read.tensorId, 0xDEADBEEFu);
   EXPECT_EQ(read.shape, (std::vector<int64_t>{2, 4}));
+  const Launch &gpu = back->launches.at(back->launches.size() - 1);
+  EXPECT_EQ(gpu.config.grid[0], 40u);
+  EXPECT_EQ(gpu.config.grid[1], 3u);
+  EXPECT_EQ(gpu.config.grid[2], 1u);
+  EXPECT_EQ(gpu.config.block[0], 256u);
+  EXPECT_EQ(gpu.gemm->operands.at(0).buffer, 1);
+  // A CPU launch has no grid in its JSON.
+  EXPECT_EQ(toJson(schedule).find("\"grid\""),
+            toJson(schedule).rfind("\"grid\""));
 
   // A GEMM operand that does not fit its buffer, and phases out of order.
   Schedule bad = schedule;
-  bad.launches.back().gemm->operands[0].shape = {3, 4};
+  bad.launches[bad.launches.size() - 2].gemm->operands[0].shape = {3, 4};
   EXPECT_NE(validate(bad).error().message().find(
                 "gemm operand 'dy': shape does not match its buffer"),
             std::string::npos);
@@ -170,6 +188,10 @@ TEST(ScheduleJson, MalformedIsAnError) {
       {"\"buffers\":[0,1]", "\"buffers\":[0,7]",
        "launches[0] (silu.forward): buffer index 7 out of range"},
       {"[\"i\",8]", "[\"x\",8]", "launches[0]: unknown scalar kind 'x'"},
+      {"\"origin\"", "\"grid\":[1,0,1],\"origin\"",
+       "launches[0]: 'grid' must be three positive integers"},
+      {"\"origin\"", "\"block\":[32,1],\"origin\"",
+       "launches[0]: 'block' must be three positive integers"},
   };
   for (const Case &c : cases) {
     std::string text = good;

@@ -1,0 +1,1226 @@
+//===- GpuStepKernels.cpp - The step's other kernels on GPU chips ---------===//
+
+#include "lowering/Conversion/GpuStepKernels.h"
+
+#include "lowering/Conversion/GemmKernelPlan.h"
+#include "lowering/Conversion/QuantizationEmitter.h"
+#include "runtime/kernels/Rope.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+#include <cmath>
+#include <cstring>
+
+using namespace mlir;
+using namespace tetra;
+using namespace tetra::conversion;
+using schedule::BufferDesc;
+using schedule::Launch;
+
+namespace {
+
+/// Threads per block of the row- and column-parallel launches (a power of
+/// two: block reductions halve it).
+constexpr int64_t kRowThreads = 128;
+/// Vocabulary rows per block of embedding.backward's columns.
+constexpr int64_t kVocabularyChunk = 1024;
+/// Elements per block of the global norm's sums of squares.
+constexpr int64_t kNormPiece = 65536;
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// A kernel function's body under construction, with the helpers every
+/// library kernel uses.
+struct Body {
+  gpu::GPUFuncOp func;
+  ImplicitLocOpBuilder b;
+  QuantizationEmitter e;
+
+  explicit Body(gpu::GPUFuncOp func)
+      : func(func), b(func.getLoc(), func.getContext()), e(b) {
+    b.setInsertionPointToStart(&func.getBody().front());
+  }
+  void finish() { gpu::ReturnOp::create(b); }
+
+  Value arg(unsigned i) { return func.getArgument(i); }
+  Value thread() { return gpu::ThreadIdOp::create(b, gpu::Dimension::x); }
+  Value block(gpu::Dimension d = gpu::Dimension::x) {
+    return gpu::BlockIdOp::create(b, d);
+  }
+  /// blockIdx.x * threads + threadIdx.x.
+  Value global(int64_t threads) {
+    return e.addIndex(e.mulIndex(block(), e.cIndex(threads)), thread());
+  }
+
+  Value load(Value memory, Value index) {
+    return memref::LoadOp::create(b, memory, ValueRange{index});
+  }
+  void store(Value value, Value memory, Value index) {
+    memref::StoreOp::create(b, value, memory, ValueRange{index});
+  }
+  Value index(Value integer) {
+    return arith::IndexCastOp::create(b, b.getIndexType(), integer);
+  }
+  Value ult(Value x, Value y) {
+    return arith::CmpIOp::create(b, CmpIPredicate::ult, x, y);
+  }
+  Value cF64(double value) {
+    return arith::ConstantOp::create(b, b.getF64FloatAttr(value));
+  }
+  Value toF64(Value x) { return arith::ExtFOp::create(b, b.getF64Type(), x); }
+  Value toF32(Value x) {
+    return arith::TruncFOp::create(b, b.getF32Type(), x);
+  }
+  /// sqrt(x) by Newton's iteration in fp64 from the halved exponent (five
+  /// steps take its 6 % first error below fp64's rounding): GPU conversions
+  /// turn llvm.sqrt into device-library calls, which a bundle cannot make.
+  /// An f32 x gets the fp64 root rounded once to f32 (the correctly rounded
+  /// root but for ties of a double rounding, about 2^-29 of inputs). 0 for
+  /// 0, NaN below it; Inf and NaN stay.
+  Value sqrt(Value x) {
+    const bool single = x.getType().isF32();
+    Value wide = single ? toF64(x) : x;
+    Type i64 = b.getI64Type();
+    Value bits = e.bitcast(wide, i64);
+    Value y = e.bitcast(
+        arith::AddIOp::create(b, arith::ShRUIOp::create(b, bits, e.c64(1)),
+                              e.c64(0x1FF8000000000000ll)),
+        b.getF64Type());
+    for (int step = 0; step < 5; ++step)
+      y = e.mulf(cF64(0.5), e.addf(y, e.divf(wide, y)));
+    Value positive = e.cmpf(CmpFPredicate::OGT, wide, cF64(0.0));
+    Value finite = e.cmpf(CmpFPredicate::OLT, wide, cF64(INFINITY));
+    Value root = e.select(
+        e.bitAnd(positive, finite), y,
+        e.select(e.cmpf(CmpFPredicate::OEQ, wide, cF64(0.0)), wide,
+                 e.select(e.cmpf(CmpFPredicate::OEQ, wide, cF64(INFINITY)),
+                          wide, cF64(NAN))));
+    return single ? toF32(root) : root;
+  }
+
+  /// if (condition) then();
+  void ifThen(Value condition, function_ref<void()> then) {
+    auto op = scf::IfOp::create(b, condition, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(op.thenBlock()->getTerminator());
+    then();
+  }
+
+  /// The CPU's fastExp (runtime/kernels/VectorMath.h), operation for
+  /// operation: Cephes' expf with 2^n built from the exponent bits.
+  Value fastExp(Value x) {
+    const float kMax = 88.3762626647949f, kMin = -87.3365447505531f;
+    Value lo = e.cF32(kMin), hi = e.cF32(kMax);
+    Value below = e.cmpf(CmpFPredicate::OLT, x, lo);
+    Value above = e.cmpf(CmpFPredicate::OGT, x, hi);
+    Value clamped = e.select(below, lo, e.select(above, hi, x));
+    Value shifted =
+        e.addf(e.mulf(clamped, e.cF32(1.44269504088896341f)),
+               e.cF32(12582912.0f));
+    Value n = e.subf(shifted, e.cF32(12582912.0f));
+    Value r = e.subf(e.subf(clamped, e.mulf(n, e.cF32(0.693359375f))),
+                     e.mulf(n, e.cF32(-2.12194440e-4f)));
+    Value p = e.cF32(1.9875691500e-4f);
+    for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
+                    1.6666665459e-1f, 5.0000001201e-1f})
+      p = e.addf(e.mulf(p, r), e.cF32(c));
+    p = e.addf(e.addf(e.mulf(e.mulf(p, r), r), r), e.cF32(1.0f));
+    Value bits = e.bitcast(shifted, e.i32());
+    Value exponent = e.add(e.sub(bits, e.c32(0x4B400000)), e.c32(127));
+    Value scale = e.bitcast(e.shl(exponent, e.c32(23)), e.f32());
+    Value result = e.mulf(p, scale);
+    Value isNan = e.cmpf(CmpFPredicate::UNO, x, x);
+    return e.select(
+        below, e.cF32(0.0f),
+        e.select(above, e.cF32(INFINITY), e.select(isNan, x, result)));
+  }
+
+  /// log(x) in fp64 for a positive normal x: x = m 2^k with m in
+  /// [sqrt(1/2), sqrt(2)), log m = 2 atanh((m - 1) / (m + 1)) by its series
+  /// (|s| < 0.172: eleven terms reach fp64's precision).
+  Value logF64(Value x) {
+    Type i64 = b.getI64Type();
+    Value bits = e.bitcast(x, i64);
+    Value k = arith::SubIOp::create(
+        b,
+        arith::AndIOp::create(b, arith::ShRUIOp::create(b, bits, e.c64(52)),
+                              e.c64(0x7FF)),
+        e.c64(1023));
+    Value m = e.bitcast(
+        arith::OrIOp::create(b,
+                             arith::AndIOp::create(b, bits,
+                                                   e.c64(0x000FFFFFFFFFFFFFll)),
+                             e.c64(0x3FF0000000000000ll)),
+        b.getF64Type());
+    Value large = e.cmpf(CmpFPredicate::OGT, m, cF64(std::sqrt(2.0)));
+    m = e.select(large, e.mulf(m, cF64(0.5)), m);
+    k = e.select(large, arith::AddIOp::create(b, k, e.c64(1)), k);
+    Value s = e.divf(e.subf(m, cF64(1.0)), e.addf(m, cF64(1.0)));
+    Value s2 = e.mulf(s, s);
+    Value t = cF64(1.0 / 23.0);
+    for (int odd = 21; odd >= 1; odd -= 2)
+      t = e.addf(e.mulf(t, s2), cF64(1.0 / odd));
+    Value kf = arith::SIToFPOp::create(b, b.getF64Type(), k);
+    return e.addf(e.mulf(kf, cF64(std::log(2.0))),
+                  e.mulf(e.mulf(cF64(2.0), s), t));
+  }
+
+  /// base^n in fp64 for an i64 n >= 0, by squaring.
+  Value powF64(Value base, Value n) {
+    SmallVector<Value> result = e.loop(
+        e.cIndex(0), e.cIndex(63), ValueRange{cF64(1.0), base},
+        [&](Value bit, ValueRange carried) -> SmallVector<Value> {
+          Value shift = arith::IndexCastOp::create(b, b.getI64Type(), bit);
+          Value set = arith::CmpIOp::create(
+              b, CmpIPredicate::ne,
+              arith::AndIOp::create(
+                  b, arith::ShRUIOp::create(b, n, shift), e.c64(1)),
+              e.c64(0));
+          return {e.select(set, e.mulf(carried[0], carried[1]), carried[0]),
+                  e.mulf(carried[1], carried[1])};
+        });
+    return result[0];
+  }
+
+  /// The block's threads' values combined in a fixed tree through
+  /// `shared` (one slot per thread); every thread gets the result.
+  Value reduce(Value x, Value shared, int64_t threads,
+               function_ref<Value(Value, Value)> combine) {
+    Value tid = thread();
+    store(x, shared, tid);
+    gpu::BarrierOp::create(b);
+    for (int64_t half = threads / 2; half >= 1; half /= 2) {
+      ifThen(ult(tid, e.cIndex(half)), [&] {
+        store(combine(load(shared, tid),
+                      load(shared, e.addIndex(tid, e.cIndex(half)))),
+              shared, tid);
+      });
+      gpu::BarrierOp::create(b);
+    }
+    Value result = load(shared, e.cIndex(0));
+    gpu::BarrierOp::create(b);
+    return result;
+  }
+  Value sharedArray(int64_t count, Type element) {
+    Attribute workgroup = gpu::AddressSpaceAttr::get(
+        b.getContext(), gpu::AddressSpace::Workgroup);
+    return func.addWorkgroupAttribution(
+        MemRefType::get({count}, element, nullptr, workgroup), func.getLoc());
+  }
+};
+
+/// The scalar computation of one elementwise tetra op on its operands'
+/// values, or null for an op the GPU kernels do not run.
+Value elementwiseValue(Body &body, Operation *op, ArrayRef<Value> x) {
+  QuantizationEmitter &e = body.e;
+  if (isa<AddOp>(op))
+    return e.addf(x[0], x[1]);
+  if (isa<SubOp>(op))
+    return e.subf(x[0], x[1]);
+  if (isa<MulOp>(op))
+    return e.mulf(x[0], x[1]);
+  if (auto scale = dyn_cast<ScaleOp>(op))
+    return e.mulf(x[0], e.cF32(static_cast<float>(
+                            scale.getFactor().convertToDouble())));
+  if (isa<SiluOp>(op)) // x / (1 + exp(-x))
+    return e.divf(x[0], e.addf(e.cF32(1.0f),
+                               body.fastExp(arith::NegFOp::create(body.b, x[0]))));
+  return nullptr;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Elementwise tetra.kernels
+//===----------------------------------------------------------------------===//
+
+LogicalResult tetra::conversion::lowerElementwiseKernel(KernelOp kernel,
+                                                        ModuleOp module) {
+  Block &entry = kernel.getBodyBlock();
+  int64_t count = -1;
+  for (Value value : llvm::concat<Value>(entry.getArguments(),
+                                         kernel.getResults())) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if (!type || !type.getElementType().isF32() || !type.hasStaticShape())
+      return kernel.emitOpError()
+             << "'" << kernel.getKernelName()
+             << "': a GPU elementwise kernel takes and gives static f32 "
+                "tensors, not "
+             << value.getType();
+    if (count >= 0 && type.getNumElements() != count)
+      return kernel.emitOpError()
+             << "'" << kernel.getKernelName()
+             << "': its tensors differ in size; a GPU elementwise kernel "
+                "maps element i to element i";
+    count = type.getNumElements();
+  }
+  for (Operation &op : entry.without_terminator())
+    if (!isa<AddOp, SubOp, MulOp, ScaleOp, SiluOp>(op))
+      return op.emitOpError()
+             << "cannot run in a GPU elementwise kernel (add, sub, mul, "
+                "scale and silu can)";
+
+  MLIRContext *context = module.getContext();
+  Type f32 = Float32Type::get(context);
+  OpBuilder builder(context);
+  builder.setInsertionPointToEnd(module.getBody());
+  auto gpuModule = gpu::GPUModuleOp::create(builder, kernel.getLoc(),
+                                            kernel.getKernelName());
+  OpBuilder inner = OpBuilder::atBlockBegin(gpuModule.getBody());
+  SmallVector<std::pair<std::string, Type>> arguments;
+  for (unsigned i = 0; i < entry.getNumArguments(); ++i)
+    arguments.push_back({"input:" + std::to_string(i), flat(count, f32)});
+  for (unsigned i = 0; i < kernel.getNumResults(); ++i)
+    arguments.push_back({"result:" + std::to_string(i), flat(count, f32)});
+  gpu::GPUFuncOp func = createLaunch(
+      inner, kernel.getLoc(), kernel.getKernelName().str(), arguments,
+      {ceilDiv(count, kElementwiseThreads), 1, 1},
+      {kElementwiseThreads, 1, 1});
+  Body body(func);
+  Value i = body.global(kElementwiseThreads);
+  body.ifThen(body.ult(i, body.e.cIndex(count)), [&] {
+    IRMapping values;
+    for (auto [n, argument] : llvm::enumerate(entry.getArguments()))
+      values.map(argument, body.load(func.getArgument(n), i));
+    for (Operation &op : entry.without_terminator()) {
+      SmallVector<Value> x;
+      for (Value operand : op.getOperands())
+        x.push_back(values.lookup(operand));
+      values.map(op.getResult(0), elementwiseValue(body, &op, x));
+    }
+    for (auto [n, yielded] :
+         llvm::enumerate(entry.getTerminator()->getOperands()))
+      body.store(values.lookup(yielded),
+                 func.getArgument(entry.getNumArguments() + n), i);
+  });
+  body.finish();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Library kernels
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// What one library launch looks like to its GPU functions: the launch, its
+/// buffers' descriptions and its scalars' values.
+struct LibraryCall {
+  const Launch &launch;
+  const schedule::Schedule &schedule;
+
+  const BufferDesc &buffer(size_t i) const {
+    return schedule.buffers[launch.buffers[i]];
+  }
+  int64_t integer(size_t i) const { return launch.scalars[i].asInt(); }
+  double real(size_t i) const { return launch.scalars[i].asFloat(); }
+};
+
+/// A function's argument list in the registry's order: the launch's
+/// buffers as flat memrefs of their elements, its scalars as i64/f64.
+SmallVector<std::pair<std::string, Type>>
+registryArguments(MLIRContext *context, const LibraryCall &call,
+                  ArrayRef<std::pair<std::string, Type>> scratch = {}) {
+  SmallVector<std::pair<std::string, Type>> arguments;
+  for (size_t i = 0; i < call.launch.buffers.size(); ++i) {
+    const BufferDesc &desc = call.buffer(i);
+    Type element = desc.type == backend::ElementType::I32
+                       ? Type(IntegerType::get(context, 32))
+                       : Type(Float32Type::get(context));
+    arguments.push_back({"buffer:" + std::to_string(i),
+                         flat(std::max<int64_t>(1, desc.numElements()),
+                              element)});
+  }
+  arguments.append(scratch.begin(), scratch.end());
+  for (size_t i = 0; i < call.launch.scalars.size(); ++i)
+    arguments.push_back(
+        {"scalar:" + std::to_string(i),
+         call.launch.scalars[i].kind() == backend::ScalarKind::Float
+             ? Type(Float64Type::get(context))
+             : Type(IntegerType::get(context, 64))});
+  return arguments;
+}
+
+} // namespace
+
+GpuLibraryBuilder::GpuLibraryBuilder(ModuleOp module) {
+  OpBuilder builder(module.getContext());
+  builder.setInsertionPointToEnd(module.getBody());
+  library_ = gpu::GPUModuleOp::create(builder, module.getLoc(),
+                                      "tetra_library");
+}
+
+LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
+                                        schedule::Schedule &schedule,
+                                        Location loc,
+                                        std::vector<Launch> &launches) {
+  MLIRContext *context = library_.getContext();
+  Type f32 = Float32Type::get(context), f64 = Float64Type::get(context);
+  const std::string &name = launch.kernel;
+  LibraryCall call{launch, schedule};
+
+  // A function of the library for this launch: built once per kernel,
+  // variant and shape (the buffers' sizes and the constant scalars).
+  auto function = [&](const std::string &variant,
+                      SmallVector<std::pair<std::string, Type>> arguments,
+                      std::array<int64_t, 3> grid, int64_t threads,
+                      function_ref<void(Body &)> build) -> std::string {
+    std::string key = name + "/" + variant;
+    for (const auto &[argument, type] : arguments) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << type;
+      key += "/" + text;
+    }
+    for (size_t i = 0; i < launch.scalars.size(); ++i) {
+      bool bound = llvm::any_of(launch.boundScalars,
+                                [&](const auto &b) { return b.first == (int)i; });
+      if (!bound)
+        key += "/" + std::to_string(launch.scalars[i].kind() ==
+                                            backend::ScalarKind::Float
+                                        ? launch.scalars[i].asFloat()
+                                        : launch.scalars[i].asInt());
+    }
+    key += "/" + std::to_string(grid[0]) + "," + std::to_string(grid[1]);
+    auto found = built_.find(key);
+    if (found != built_.end())
+      return found->second;
+    std::string symbol = name + (variant.empty() ? "" : "." + variant);
+    for (char &c : symbol)
+      if (c == '.')
+        c = '_';
+    symbol += "_" + std::to_string(perKernel_[symbol]++);
+    OpBuilder builder = OpBuilder::atBlockEnd(library_.getBody());
+    gpu::GPUFuncOp func = createLaunch(builder, loc, symbol, arguments,
+                                       {grid[0], grid[1], grid[2]},
+                                       {threads, 1, 1});
+    Body body(func);
+    build(body);
+    body.finish();
+    built_[key] = symbol;
+    return symbol;
+  };
+  auto add = [&](const std::string &symbol, std::array<int64_t, 3> grid,
+                 int64_t threads, const Launch &from) {
+    Launch gpu = from;
+    gpu.kernel = symbol;
+    gpu.config.grid[0] = static_cast<uint32_t>(grid[0]);
+    gpu.config.grid[1] = static_cast<uint32_t>(grid[1]);
+    gpu.config.grid[2] = static_cast<uint32_t>(grid[2]);
+    gpu.config.block[0] = static_cast<uint32_t>(threads);
+    launches.push_back(std::move(gpu));
+  };
+  // A launch of the registry's arguments over `count` elements, a thread
+  // each: body(i) for i < count.
+  auto perElement = [&](int64_t count, function_ref<void(Body &, Value)> each) {
+    std::array<int64_t, 3> grid{std::max<int64_t>(1, ceilDiv(count,
+                                                         kElementwiseThreads)),
+                                1, 1};
+    std::string symbol = function(
+        "", registryArguments(context, call), grid, kElementwiseThreads,
+        [&](Body &body) {
+          Value i = body.global(kElementwiseThreads);
+          body.ifThen(body.ult(i, body.e.cIndex(count)),
+                      [&] { each(body, i); });
+        });
+    add(symbol, grid, kElementwiseThreads, launch);
+  };
+  // A scratch temporary of `bytes` for the launches of this one.
+  auto scratch = [&](const std::string &suffix, int64_t bytes) {
+    BufferDesc desc;
+    desc.name = schedule.buffers[launch.buffers.back()].name + "." + suffix;
+    desc.role = schedule::BufferRole::Temporary;
+    desc.type = backend::ElementType::I32;
+    desc.shape = {ceilDiv(bytes, 4)};
+    schedule.buffers.push_back(desc);
+    return static_cast<int>(schedule.buffers.size()) - 1;
+  };
+
+  //--- The elementwise family ---------------------------------------------//
+  if (name == "silu.forward" || name == "silu.backward" ||
+      name == "add.forward" || name == "sub.forward" ||
+      name == "mul.forward" || name == "add.backward" ||
+      name == "sub.backward" || name == "mul.backward" ||
+      name == "scale.forward" || name == "scale.backward") {
+    const int64_t count = call.integer(0);
+    perElement(count, [&](Body &body, Value i) {
+      QuantizationEmitter &e = body.e;
+      auto at = [&](unsigned argument) { return body.load(body.arg(argument), i); };
+      auto put = [&](Value value, unsigned argument) {
+        body.store(value, body.arg(argument), i);
+      };
+      if (name == "silu.forward") {
+        Value x = at(0);
+        put(e.divf(x, e.addf(e.cF32(1.0f),
+                             body.fastExp(arith::NegFOp::create(body.b, x)))),
+            1);
+      } else if (name == "silu.backward") {
+        Value x = at(0), dy = at(1);
+        Value s = e.divf(e.cF32(1.0f),
+                         e.addf(e.cF32(1.0f),
+                                body.fastExp(arith::NegFOp::create(body.b, x))));
+        // dy * (s + x * s * (1 - s))
+        put(e.mulf(dy, e.addf(s, e.mulf(e.mulf(x, s),
+                                        e.subf(e.cF32(1.0f), s)))),
+            2);
+      } else if (name == "add.forward") {
+        put(e.addf(at(0), at(1)), 2);
+      } else if (name == "sub.forward") {
+        put(e.subf(at(0), at(1)), 2);
+      } else if (name == "mul.forward") {
+        put(e.mulf(at(0), at(1)), 2);
+      } else if (name == "add.backward" || name == "sub.backward") {
+        Value dout = at(0);
+        put(dout, 1);
+        put(name == "add.backward" ? dout : arith::NegFOp::create(body.b, dout),
+            2);
+      } else if (name == "mul.backward") {
+        Value a = at(0), bv = at(1), dout = at(2);
+        put(e.mulf(dout, bv), 3);
+        put(e.mulf(dout, a), 4);
+      } else { // scale: x * factor, the factor rounded to f32
+        put(e.mulf(at(0), body.toF32(body.arg(3))), 1);
+      }
+    });
+    return success();
+  }
+
+  if (name == "accumulate_gradient") {
+    // sum = scale * grad (micro-batch 0) or sum + scale * grad.
+    perElement(call.integer(0), [&](Body &body, Value i) {
+      QuantizationEmitter &e = body.e;
+      Value scale = body.toF32(body.arg(3));
+      Value first = arith::CmpIOp::create(body.b, CmpIPredicate::eq,
+                                          body.arg(4), e.c64(0));
+      Value term = e.mulf(scale, body.load(body.arg(1), i));
+      Value sum = body.load(body.arg(0), i);
+      body.store(e.select(first, term, e.addf(sum, term)), body.arg(0), i);
+    });
+    return success();
+  }
+
+  if (name == "adamw") {
+    // The CPU's update (runtime/kernels/Optimizer.cpp), its bias
+    // corrections computed per thread in fp64.
+    perElement(call.integer(0), [&](Body &body, Value i) {
+      QuantizationEmitter &e = body.e;
+      Value lr = body.arg(5), beta1 = body.arg(6), beta2 = body.arg(7),
+            eps = body.arg(8), decay = body.arg(9), step = body.arg(10);
+      Value one = body.cF64(1.0);
+      Value correction1 = body.toF32(
+          e.divf(one, e.subf(one, body.powF64(beta1, step))));
+      Value correction2 = body.toF32(
+          e.divf(one, e.subf(one, body.powF64(beta2, step))));
+      Value g = body.load(body.arg(1), i);
+      Value m = body.load(body.arg(2), i), v = body.load(body.arg(3), i);
+      Value mi = e.addf(e.mulf(body.toF32(beta1), m),
+                        e.mulf(body.toF32(e.subf(one, beta1)), g));
+      Value vi = e.addf(e.mulf(body.toF32(beta2), v),
+                        e.mulf(e.mulf(body.toF32(e.subf(one, beta2)), g), g));
+      Value mhat = e.mulf(mi, correction1), vhat = e.mulf(vi, correction2);
+      Value p = body.load(body.arg(0), i);
+      Value update =
+          e.addf(e.divf(mhat, e.addf(body.sqrt(vhat), body.toF32(eps))),
+                 e.mulf(body.toF32(decay), p));
+      body.store(e.subf(p, e.mulf(body.toF32(lr), update)), body.arg(0), i);
+      body.store(mi, body.arg(2), i);
+      body.store(vi, body.arg(3), i);
+    });
+    return success();
+  }
+
+  //--- Embedding ------------------------------------------------------------//
+  if (name == "embedding.forward") {
+    const int64_t count = call.integer(0), vocab = call.integer(1),
+                  dim = call.integer(2);
+    perElement(count * dim, [&](Body &body, Value i) {
+      QuantizationEmitter &e = body.e;
+      Value n = arith::DivUIOp::create(body.b, i, e.cIndex(dim));
+      Value c = arith::RemUIOp::create(body.b, i, e.cIndex(dim));
+      Value token = body.load(body.arg(1), n);
+      // A token outside the vocabulary reads row 0; the trainer checks
+      // every batch's tokens before they reach the device.
+      Value inside = e.bitAnd(
+          e.cmp(CmpIPredicate::sge, token, e.c32(0)),
+          e.cmp(CmpIPredicate::slt, token, e.c32(vocab)));
+      Value row = body.index(e.select(inside, token, e.c32(0)));
+      body.store(body.load(body.arg(0),
+                           e.addIndex(e.mulIndex(row, e.cIndex(dim)), c)),
+                 body.arg(2), i);
+    });
+    return success();
+  }
+  if (name == "embedding.backward") {
+    // A thread per (column, chunk of vocabulary rows) adds the rows of its
+    // chunk's tokens in token order: the CPU's sums, no atomics.
+    const int64_t count = call.integer(0), vocab = call.integer(1),
+                  dim = call.integer(2);
+    std::array<int64_t, 3> grid{ceilDiv(dim, kRowThreads),
+                                ceilDiv(vocab, kVocabularyChunk), 1};
+    std::string symbol = function(
+        "", registryArguments(context, call), grid, kRowThreads,
+        [&](Body &body) {
+          QuantizationEmitter &e = body.e;
+          Value c = body.global(kRowThreads);
+          Value first = e.mulIndex(body.block(gpu::Dimension::y),
+                                   e.cIndex(kVocabularyChunk));
+          Value last = arith::MinUIOp::create(
+              body.b, e.addIndex(first, e.cIndex(kVocabularyChunk)),
+              e.cIndex(vocab));
+          Value table = body.arg(2);
+          body.ifThen(body.ult(c, e.cIndex(dim)), [&] {
+            Value overwrite = arith::CmpIOp::create(
+                body.b, CmpIPredicate::eq, body.arg(6), e.c64(0));
+            body.ifThen(overwrite, [&] {
+              e.loop(first, last, [&](Value v) {
+                body.store(e.cF32(0.0f), table,
+                           e.addIndex(e.mulIndex(v, e.cIndex(dim)), c));
+              });
+            });
+            e.loop(e.cIndex(0), e.cIndex(count), [&](Value n) {
+              Value token = body.index(body.load(body.arg(0), n));
+              Value mine = e.bitAnd(
+                  arith::CmpIOp::create(body.b, CmpIPredicate::uge, token,
+                                        first),
+                  body.ult(token, last));
+              body.ifThen(mine, [&] {
+                Value at = e.addIndex(e.mulIndex(token, e.cIndex(dim)), c);
+                Value grad = body.load(
+                    body.arg(1), e.addIndex(e.mulIndex(n, e.cIndex(dim)), c));
+                body.store(e.addf(body.load(table, at), grad), table, at);
+              });
+            });
+          });
+        });
+    add(symbol, grid, kRowThreads, launch);
+    return success();
+  }
+
+  //--- RMSNorm --------------------------------------------------------------//
+  if (name == "rmsnorm.forward") {
+    const int64_t rows = call.integer(0), dim = call.integer(1);
+    std::array<int64_t, 3> grid{rows, 1, 1};
+    std::string symbol = function(
+        "", registryArguments(context, call), grid, kRowThreads,
+        [&](Body &body) {
+          QuantizationEmitter &e = body.e;
+          Value shared = body.sharedArray(kRowThreads, f64);
+          Value row = body.block(), tid = body.thread();
+          Value base = e.mulIndex(row, e.cIndex(dim));
+          auto columns = [&](ValueRange init,
+                             function_ref<SmallVector<Value>(Value, ValueRange)>
+                                 each) {
+            auto loop = scf::ForOp::create(body.b, tid, e.cIndex(dim),
+                                           e.cIndex(kRowThreads), init);
+            OpBuilder::InsertionGuard guard(body.b);
+            if (init.empty()) { // the loop has its terminator already
+              body.b.setInsertionPoint(loop.getBody()->getTerminator());
+              each(loop.getInductionVar(), {});
+            } else {
+              body.b.setInsertionPointToEnd(loop.getBody());
+              scf::YieldOp::create(body.b, each(loop.getInductionVar(),
+                                                loop.getRegionIterArgs()));
+            }
+            return loop.getResults();
+          };
+          Value partial =
+              columns({body.cF64(0.0)}, [&](Value c, ValueRange acc) {
+                Value x = body.toF64(body.load(body.arg(0), e.addIndex(base, c)));
+                return SmallVector<Value>{e.addf(acc[0], e.mulf(x, x))};
+              })[0];
+          Value sum = body.reduce(partial, shared, kRowThreads,
+                                  [&](Value a, Value b) { return e.addf(a, b); });
+          Value meanSquare = e.divf(sum, body.cF64(static_cast<double>(dim)));
+          Value scale = body.toF32(e.divf(
+              body.cF64(1.0), body.sqrt(e.addf(meanSquare, body.arg(6)))));
+          body.ifThen(arith::CmpIOp::create(body.b, CmpIPredicate::eq, tid,
+                                            e.cIndex(0)),
+                      [&] { body.store(scale, body.arg(3), row); });
+          columns({}, [&](Value c, ValueRange) {
+            Value at = e.addIndex(base, c);
+            body.store(e.mulf(e.mulf(body.load(body.arg(0), at), scale),
+                              body.load(body.arg(1), c)),
+                       body.arg(2), at);
+            return SmallVector<Value>{};
+          });
+        });
+    add(symbol, grid, kRowThreads, launch);
+    return success();
+  }
+  if (name == "rmsnorm.backward") {
+    const int64_t rows = call.integer(0), dim = call.integer(1);
+    // dx: a block per row.
+    std::array<int64_t, 3> rowGrid{rows, 1, 1};
+    std::string dx = function(
+        "dx", registryArguments(context, call), rowGrid, kRowThreads,
+        [&](Body &body) {
+          QuantizationEmitter &e = body.e;
+          Value shared = body.sharedArray(kRowThreads, f32);
+          Value row = body.block(), tid = body.thread();
+          Value base = e.mulIndex(row, e.cIndex(dim));
+          auto loop = scf::ForOp::create(body.b, tid, e.cIndex(dim),
+                                         e.cIndex(kRowThreads),
+                                         ValueRange{e.cF32(0.0f)});
+          {
+            OpBuilder::InsertionGuard guard(body.b);
+            body.b.setInsertionPointToEnd(loop.getBody());
+            Value c = loop.getInductionVar();
+            Value at = e.addIndex(base, c);
+            Value term = e.mulf(e.mulf(body.load(body.arg(3), at),
+                                       body.load(body.arg(1), c)),
+                                body.load(body.arg(0), at));
+            scf::YieldOp::create(body.b,
+                                 ValueRange{e.addf(loop.getRegionIterArgs()[0],
+                                                   term)});
+          }
+          Value gx = body.reduce(loop.getResult(0), shared, kRowThreads,
+                                 [&](Value a, Value b) { return e.addf(a, b); });
+          Value scale = body.load(body.arg(2), row);
+          Value correction =
+              e.divf(e.mulf(e.mulf(e.mulf(scale, scale), scale), gx),
+                     e.cF32(static_cast<float>(dim)));
+          auto write = scf::ForOp::create(body.b, tid, e.cIndex(dim),
+                                          e.cIndex(kRowThreads));
+          OpBuilder::InsertionGuard guard(body.b);
+          body.b.setInsertionPointToStart(write.getBody());
+          Value c = write.getInductionVar();
+          Value at = e.addIndex(base, c);
+          Value value = e.subf(
+              e.mulf(e.mulf(scale, body.load(body.arg(3), at)),
+                     body.load(body.arg(1), c)),
+              e.mulf(correction, body.load(body.arg(0), at)));
+          body.store(value, body.arg(4), at);
+        });
+    add(dx, rowGrid, kRowThreads, launch);
+    // dweight: a thread per column sums the rows in order, as the CPU.
+    std::array<int64_t, 3> columnGrid{ceilDiv(dim, kRowThreads), 1, 1};
+    std::string dweight = function(
+        "dweight", registryArguments(context, call), columnGrid, kRowThreads,
+        [&](Body &body) {
+          QuantizationEmitter &e = body.e;
+          Value c = body.global(kRowThreads);
+          body.ifThen(body.ult(c, e.cIndex(dim)), [&] {
+            Value accumulate = arith::CmpIOp::create(
+                body.b, CmpIPredicate::ne, body.arg(8), e.c64(0));
+            Value start = e.select(accumulate, body.load(body.arg(5), c),
+                                   e.cF32(0.0f));
+            Value sum = e.loop(e.cIndex(0), e.cIndex(rows), ValueRange{start},
+                               [&](Value r, ValueRange acc) {
+                                 Value at = e.addIndex(
+                                     e.mulIndex(r, e.cIndex(dim)), c);
+                                 Value term = e.mulf(
+                                     e.mulf(body.load(body.arg(3), at),
+                                            body.load(body.arg(0), at)),
+                                     body.load(body.arg(2), r));
+                                 return SmallVector<Value>{
+                                     e.addf(acc[0], term)};
+                               })[0];
+            body.store(sum, body.arg(5), c);
+          });
+        });
+    add(dweight, columnGrid, kRowThreads, launch);
+    return success();
+  }
+
+  //--- RoPE -----------------------------------------------------------------//
+  if (name == "rope.forward" || name == "rope.backward") {
+    const int64_t batch = call.integer(0), seq = call.integer(1),
+                  heads = call.integer(2), headDim = call.integer(3);
+    const double theta = call.real(4);
+    const int64_t pairs = headDim / 2;
+    const bool inverse = name == "rope.backward";
+    // The tables, shared by every RoPE function of this shape.
+    uint64_t thetaBits;
+    std::memcpy(&thetaBits, &theta, sizeof(theta));
+    std::string tableName = "rope_table_" + std::to_string(seq) + "_" +
+                            std::to_string(headDim) + "_" +
+                            llvm::utohexstr(thetaBits);
+    Attribute global = gpu::AddressSpaceAttr::get(context,
+                                                  gpu::AddressSpace::Global);
+    auto tableType = MemRefType::get({seq * pairs}, f32, nullptr, global);
+    for (const char *which : {"_cos", "_sin"}) {
+      std::string symbol = tableName + which;
+      if (library_.lookupSymbol(symbol))
+        continue;
+      std::vector<float> values(seq * pairs);
+      for (int64_t p = 0; p < seq; ++p)
+        for (int64_t i = 0; i < pairs; ++i) {
+          float c, s;
+          kernels::ropeCosSin(p, i, headDim, theta, c, s);
+          values[p * pairs + i] = which[1] == 'c' ? c : s;
+        }
+      OpBuilder builder = OpBuilder::atBlockBegin(library_.getBody());
+      memref::GlobalOp::create(
+          builder, loc, symbol, builder.getStringAttr("private"), tableType,
+          DenseElementsAttr::get(
+              RankedTensorType::get({seq * pairs}, f32),
+              ArrayRef<float>(values)),
+          /*constant=*/true, builder.getI64IntegerAttr(16));
+    }
+    perElement(batch * seq * heads * pairs, [&](Body &body, Value i) {
+      QuantizationEmitter &e = body.e;
+      Value cosines = memref::GetGlobalOp::create(body.b, tableType,
+                                                  tableName + "_cos");
+      Value sines = memref::GetGlobalOp::create(body.b, tableType,
+                                                tableName + "_sin");
+      Value pair = arith::RemUIOp::create(body.b, i, e.cIndex(pairs));
+      Value rowHead = arith::DivUIOp::create(body.b, i, e.cIndex(pairs));
+      Value head = arith::RemUIOp::create(body.b, rowHead, e.cIndex(heads));
+      Value row = arith::DivUIOp::create(body.b, rowHead, e.cIndex(heads));
+      Value position = arith::RemUIOp::create(body.b, row, e.cIndex(seq));
+      Value at = e.addIndex(e.mulIndex(position, e.cIndex(pairs)), pair);
+      Value c = body.load(cosines, at), s = body.load(sines, at);
+      if (inverse)
+        s = arith::NegFOp::create(body.b, s);
+      Value base = e.addIndex(
+          e.addIndex(e.mulIndex(row, e.cIndex(heads * headDim)),
+                     e.mulIndex(head, e.cIndex(headDim))),
+          e.mulIndex(pair, e.cIndex(2)));
+      Value next = e.addIndex(base, e.cIndex(1));
+      Value x0 = body.load(body.arg(0), base), x1 = body.load(body.arg(0), next);
+      body.store(e.subf(e.mulf(x0, c), e.mulf(x1, s)), body.arg(1), base);
+      body.store(e.addf(e.mulf(x0, s), e.mulf(x1, c)), body.arg(1), next);
+    });
+    return success();
+  }
+
+  //--- Attention ------------------------------------------------------------//
+  if (name == "attention.forward" || name == "attention.backward") {
+    const int64_t batch = call.integer(0), seq = call.integer(1),
+                  heads = call.integer(2), kvHeads = call.integer(3),
+                  hd = call.integer(4);
+    const int64_t group = heads / kvHeads;
+    const float scaleValue = 1.0f / std::sqrt(static_cast<float>(hd));
+    const int64_t qStride = heads * hd, kvStride = kvHeads * hd;
+    // Loads hd consecutive floats from `memory` at `at`.
+    auto vector = [&](Body &body, Value memory, Value at) {
+      SmallVector<Value> values;
+      for (int64_t d = 0; d < hd; ++d)
+        values.push_back(
+            body.load(memory, body.e.addIndex(at, body.e.cIndex(d))));
+      return values;
+    };
+    // sum_d a[d] * b[d], d in order (the CPU's panel products).
+    auto dotInOrder = [&](Body &body, ArrayRef<Value> a, ArrayRef<Value> b) {
+      Value sum = body.e.mulf(a[0], b[0]);
+      for (int64_t d = 1; d < hd; ++d)
+        sum = body.e.addf(sum, body.e.mulf(a[d], b[d]));
+      return sum;
+    };
+    // The CPU's `dot`: eight lanes, combined in a fixed tree.
+    auto dotLanes = [&](Body &body, ArrayRef<Value> a, ArrayRef<Value> b) {
+      QuantizationEmitter &e = body.e;
+      SmallVector<Value> acc(8, e.cF32(0.0f));
+      int64_t d = 0;
+      for (; d + 8 <= hd; d += 8)
+        for (int lane = 0; lane < 8; ++lane)
+          acc[lane] = e.addf(acc[lane], e.mulf(a[d + lane], b[d + lane]));
+      Value sum = e.addf(e.addf(e.addf(acc[0], acc[1]), e.addf(acc[2], acc[3])),
+                         e.addf(e.addf(acc[4], acc[5]), e.addf(acc[6], acc[7])));
+      for (; d < hd; ++d)
+        sum = e.addf(sum, e.mulf(a[d], b[d]));
+      return sum;
+    };
+    const int64_t queryRows = batch * heads * seq;
+    std::array<int64_t, 3> queryGrid{ceilDiv(queryRows, kRowThreads), 1, 1};
+    // A thread per query row r = (b, h, t) of [batch, heads, seq].
+    auto queryRow = [&](Body &body,
+                        function_ref<void(Value b, Value h, Value t)> each) {
+      QuantizationEmitter &e = body.e;
+      Value r = body.global(kRowThreads);
+      body.ifThen(body.ult(r, e.cIndex(queryRows)), [&] {
+        Value t = arith::RemUIOp::create(body.b, r, e.cIndex(seq));
+        Value bh = arith::DivUIOp::create(body.b, r, e.cIndex(seq));
+        Value h = arith::RemUIOp::create(body.b, bh, e.cIndex(heads));
+        Value b = arith::DivUIOp::create(body.b, bh, e.cIndex(heads));
+        each(b, h, t);
+      });
+    };
+    auto queryAt = [&](Body &body, Value b, Value t, Value h) {
+      QuantizationEmitter &e = body.e;
+      return e.addIndex(
+          e.mulIndex(e.addIndex(e.mulIndex(b, e.cIndex(seq)), t),
+                     e.cIndex(qStride)),
+          e.mulIndex(h, e.cIndex(hd)));
+    };
+    auto keyAt = [&](Body &body, Value b, Value t, Value g) {
+      QuantizationEmitter &e = body.e;
+      return e.addIndex(
+          e.mulIndex(e.addIndex(e.mulIndex(b, e.cIndex(seq)), t),
+                     e.cIndex(kvStride)),
+          e.mulIndex(g, e.cIndex(hd)));
+    };
+    auto statAt = [&](Body &body, Value b, Value h, Value t) {
+      QuantizationEmitter &e = body.e;
+      return e.addIndex(
+          e.mulIndex(e.addIndex(e.mulIndex(b, e.cIndex(heads)), h),
+                     e.cIndex(seq)),
+          t);
+    };
+
+    if (name == "attention.forward") {
+      std::string symbol = function(
+          "", registryArguments(context, call), queryGrid, kRowThreads,
+          [&](Body &body) {
+            queryRow(body, [&](Value b, Value h, Value t) {
+              QuantizationEmitter &e = body.e;
+              Value g = arith::DivUIOp::create(body.b, h, e.cIndex(group));
+              SmallVector<Value> q = vector(body, body.arg(0),
+                                            queryAt(body, b, t, h));
+              Value count = e.addIndex(t, e.cIndex(1));
+              Value scale = e.cF32(scaleValue);
+              auto score = [&](Value j) {
+                SmallVector<Value> k =
+                    vector(body, body.arg(1), keyAt(body, b, j, g));
+                return e.mulf(dotInOrder(body, q, k), scale);
+              };
+              Value maximum =
+                  e.loop(e.cIndex(0), count, ValueRange{e.cF32(-INFINITY)},
+                         [&](Value j, ValueRange acc) {
+                           Value s = score(j);
+                           Value larger =
+                               e.cmpf(CmpFPredicate::OGT, s, acc[0]);
+                           return SmallVector<Value>{
+                               e.select(larger, s, acc[0])};
+                         })[0];
+              SmallVector<Value> init(hd, e.cF32(0.0f));
+              init.push_back(body.cF64(0.0));
+              SmallVector<Value> acc = e.loop(
+                  e.cIndex(0), count, init, [&](Value j, ValueRange carried) {
+                    Value p = body.fastExp(e.subf(score(j), maximum));
+                    SmallVector<Value> v =
+                        vector(body, body.arg(2), keyAt(body, b, j, g));
+                    SmallVector<Value> next;
+                    for (int64_t d = 0; d < hd; ++d)
+                      next.push_back(e.addf(carried[d], e.mulf(p, v[d])));
+                    next.push_back(e.addf(carried[hd], body.toF64(p)));
+                    return next;
+                  });
+              Value sum = acc[hd];
+              Value inverse = body.toF32(e.divf(body.cF64(1.0), sum));
+              Value out = queryAt(body, b, t, h);
+              for (int64_t d = 0; d < hd; ++d)
+                body.store(e.mulf(acc[d], inverse), body.arg(3),
+                           e.addIndex(out, e.cIndex(d)));
+              body.store(body.toF32(e.addf(body.toF64(maximum),
+                                           body.logF64(sum))),
+                         body.arg(4), statAt(body, b, h, t));
+            });
+          });
+      add(symbol, queryGrid, kRowThreads, launch);
+      return success();
+    }
+
+    // Backward, pass 1 (a thread per query row i): delta_i and dq_i.
+    std::string queries = function(
+        "dq", registryArguments(context, call), queryGrid, kRowThreads,
+        [&](Body &body) {
+          queryRow(body, [&](Value b, Value h, Value i) {
+            QuantizationEmitter &e = body.e;
+            Value g = arith::DivUIOp::create(body.b, h, e.cIndex(group));
+            Value at = queryAt(body, b, i, h);
+            SmallVector<Value> q = vector(body, body.arg(0), at);
+            SmallVector<Value> dout = vector(body, body.arg(5), at);
+            SmallVector<Value> out = vector(body, body.arg(3), at);
+            Value delta = dotLanes(body, dout, out);
+            Value stat = statAt(body, b, h, i);
+            Value lse = body.load(body.arg(4), stat);
+            body.store(delta, body.arg(9), stat);
+            SmallVector<Value> init(hd, e.cF32(0.0f));
+            SmallVector<Value> acc = e.loop(
+                e.cIndex(0), e.addIndex(i, e.cIndex(1)), init,
+                [&](Value j, ValueRange carried) {
+                  Value kv = keyAt(body, b, j, g);
+                  SmallVector<Value> k = vector(body, body.arg(1), kv);
+                  SmallVector<Value> v = vector(body, body.arg(2), kv);
+                  Value p = body.fastExp(e.subf(
+                      e.mulf(dotInOrder(body, q, k), e.cF32(scaleValue)), lse));
+                  Value dp = dotInOrder(body, dout, v);
+                  Value alpha = e.mulf(p, e.subf(dp, delta));
+                  SmallVector<Value> next;
+                  for (int64_t d = 0; d < hd; ++d)
+                    next.push_back(e.addf(carried[d], e.mulf(alpha, k[d])));
+                  return next;
+                });
+            for (int64_t d = 0; d < hd; ++d)
+              body.store(e.mulf(acc[d], e.cF32(scaleValue)), body.arg(6),
+                         e.addIndex(at, e.cIndex(d)));
+          });
+        });
+    add(queries, queryGrid, kRowThreads, launch);
+
+    // Pass 2 (a thread per key row j of kv head g): dk_j and dv_j over the
+    // group's query heads and rows i >= j, in order.
+    const int64_t keyRows = batch * kvHeads * seq;
+    std::array<int64_t, 3> keyGrid{ceilDiv(keyRows, kRowThreads), 1, 1};
+    std::string keys = function(
+        "dkv", registryArguments(context, call), keyGrid, kRowThreads,
+        [&](Body &body) {
+          QuantizationEmitter &e = body.e;
+          Value r = body.global(kRowThreads);
+          body.ifThen(body.ult(r, e.cIndex(keyRows)), [&] {
+            Value j = arith::RemUIOp::create(body.b, r, e.cIndex(seq));
+            Value bg = arith::DivUIOp::create(body.b, r, e.cIndex(seq));
+            Value g = arith::RemUIOp::create(body.b, bg, e.cIndex(kvHeads));
+            Value b = arith::DivUIOp::create(body.b, bg, e.cIndex(kvHeads));
+            Value kv = keyAt(body, b, j, g);
+            SmallVector<Value> k = vector(body, body.arg(1), kv);
+            SmallVector<Value> v = vector(body, body.arg(2), kv);
+            SmallVector<Value> acc(2 * hd, e.cF32(0.0f)); // dk, dv
+            for (int64_t member = 0; member < group; ++member) {
+              Value h = e.addIndex(e.mulIndex(g, e.cIndex(group)),
+                                   e.cIndex(member));
+              acc = e.loop(
+                  j, e.cIndex(seq), acc, [&](Value i, ValueRange carried) {
+                    Value at = queryAt(body, b, i, h);
+                    SmallVector<Value> q = vector(body, body.arg(0), at);
+                    SmallVector<Value> dout = vector(body, body.arg(5), at);
+                    Value stat = statAt(body, b, h, i);
+                    Value p = body.fastExp(
+                        e.subf(e.mulf(dotInOrder(body, k, q),
+                                      e.cF32(scaleValue)),
+                               body.load(body.arg(4), stat)));
+                    Value dp = dotInOrder(body, v, dout);
+                    Value alpha =
+                        e.mulf(p, e.subf(dp, body.load(body.arg(9), stat)));
+                    SmallVector<Value> next;
+                    for (int64_t d = 0; d < hd; ++d)
+                      next.push_back(e.addf(carried[d], e.mulf(alpha, q[d])));
+                    for (int64_t d = 0; d < hd; ++d)
+                      next.push_back(
+                          e.addf(carried[hd + d], e.mulf(p, dout[d])));
+                    return next;
+                  });
+            }
+            for (int64_t d = 0; d < hd; ++d) {
+              Value to = e.addIndex(kv, e.cIndex(d));
+              body.store(e.mulf(acc[d], e.cF32(scaleValue)), body.arg(7), to);
+              body.store(acc[hd + d], body.arg(8), to);
+            }
+          });
+        });
+    add(keys, keyGrid, kRowThreads, launch);
+    return success();
+  }
+
+  //--- Cross-entropy --------------------------------------------------------//
+  if (name == "cross_entropy.forward") {
+    const int64_t rows = call.integer(0), vocab = call.integer(1);
+    int rowLosses = scratch("row_losses", rows * 8);
+    auto arguments = registryArguments(context, call,
+                                       {{"scratch:row_losses", flat(rows, f64)}});
+    Launch withScratch = launch;
+    withScratch.buffers.push_back(rowLosses);
+    // A block per row: lse and the row's loss in fp64.
+    std::array<int64_t, 3> rowGrid{rows, 1, 1};
+    std::string perRow = function(
+        "rows", arguments, rowGrid, kRowThreads, [&](Body &body) {
+          QuantizationEmitter &e = body.e;
+          Value shared = body.sharedArray(kRowThreads, f64);
+          Value row = body.block(), tid = body.thread();
+          Value base = e.mulIndex(row, e.cIndex(vocab));
+          auto columns = [&](Value init,
+                             function_ref<Value(Value, Value)> each) {
+            auto loop = scf::ForOp::create(body.b, tid, e.cIndex(vocab),
+                                           e.cIndex(kRowThreads),
+                                           ValueRange{init});
+            OpBuilder::InsertionGuard guard(body.b);
+            body.b.setInsertionPointToEnd(loop.getBody());
+            scf::YieldOp::create(
+                body.b, ValueRange{each(loop.getInductionVar(),
+                                        loop.getRegionIterArgs()[0])});
+            return loop.getResult(0);
+          };
+          Value largest = columns(body.cF64(-INFINITY), [&](Value c, Value m) {
+            Value x = body.toF64(body.load(body.arg(0), e.addIndex(base, c)));
+            return e.select(e.cmpf(CmpFPredicate::OGT, x, m), x, m);
+          });
+          Value maximum32 = body.toF32(body.reduce(
+              largest, shared, kRowThreads, [&](Value a, Value b) {
+                return e.select(e.cmpf(CmpFPredicate::OGT, a, b), a, b);
+              }));
+          Value partial = columns(body.cF64(0.0), [&](Value c, Value s) {
+            Value x = body.load(body.arg(0), e.addIndex(base, c));
+            return e.addf(s, body.toF64(body.fastExp(e.subf(x, maximum32))));
+          });
+          Value sum = body.reduce(partial, shared, kRowThreads,
+                                  [&](Value a, Value b) { return e.addf(a, b); });
+          Value lse = e.addf(body.toF64(maximum32), body.logF64(sum));
+          body.ifThen(arith::CmpIOp::create(body.b, CmpIPredicate::eq, tid,
+                                            e.cIndex(0)),
+                      [&] {
+                        body.store(body.toF32(lse), body.arg(3), row);
+                        Value target = body.index(body.load(body.arg(1), row));
+                        Value logit = body.load(body.arg(0),
+                                                e.addIndex(base, target));
+                        body.store(e.subf(lse, body.toF64(logit)),
+                                   body.arg(4), row);
+                      });
+        });
+    add(perRow, rowGrid, kRowThreads, withScratch);
+    // One thread: the rows' losses summed in order, as the CPU does.
+    std::array<int64_t, 3> one{1, 1, 1};
+    std::string total = function(
+        "total", arguments, one, 1, [&](Body &body) {
+          QuantizationEmitter &e = body.e;
+          Value sum = e.loop(e.cIndex(0), e.cIndex(rows),
+                             ValueRange{body.cF64(0.0)},
+                             [&](Value r, ValueRange acc) {
+                               return SmallVector<Value>{e.addf(
+                                   acc[0], body.load(body.arg(4), r))};
+                             })[0];
+          body.store(body.toF32(e.divf(sum, body.cF64(static_cast<double>(rows)))),
+                     body.arg(2), e.cIndex(0));
+        });
+    add(total, one, 1, withScratch);
+    return success();
+  }
+  if (name == "cross_entropy.backward") {
+    const int64_t rows = call.integer(0), vocab = call.integer(1);
+    perElement(rows * vocab, [&](Body &body, Value i) {
+      QuantizationEmitter &e = body.e;
+      Value row = arith::DivUIOp::create(body.b, i, e.cIndex(vocab));
+      Value column = arith::RemUIOp::create(body.b, i, e.cIndex(vocab));
+      Value factor = body.toF32(
+          e.divf(body.toF64(body.load(body.arg(3), e.cIndex(0))),
+                 body.cF64(static_cast<double>(rows))));
+      Value value = e.mulf(
+          body.fastExp(e.subf(body.load(body.arg(0), i),
+                              body.load(body.arg(2), row))),
+          factor);
+      Value target = body.index(body.load(body.arg(1), row));
+      Value isTarget =
+          arith::CmpIOp::create(body.b, CmpIPredicate::eq, column, target);
+      body.store(e.select(isTarget, e.subf(value, factor), value), body.arg(4),
+                 i);
+    });
+    return success();
+  }
+
+  //--- The global norm and clipping: a launch per tensor --------------------//
+  if (name == "global_norm") {
+    const size_t tensors = launch.buffers.size() - 1;
+    int64_t pieces = 0;
+    for (size_t t = 0; t < tensors; ++t)
+      pieces += ceilDiv(std::max<int64_t>(1, call.integer(t)), kNormPiece);
+    int partials = scratch("partials", pieces * 8);
+    int64_t offset = 0;
+    for (size_t t = 0; t < tensors; ++t) {
+      const int64_t count = call.integer(t);
+      const int64_t blocks = ceilDiv(std::max<int64_t>(1, count), kNormPiece);
+      Launch sumOfSquares;
+      sumOfSquares.origin = launch.origin;
+      sumOfSquares.buffers = {launch.buffers[t + 1], partials};
+      sumOfSquares.scalars = {backend::Scalar::integer(offset)};
+      std::array<int64_t, 3> grid{blocks, 1, 1};
+      std::string symbol = function(
+          "squares",
+          {{"buffer:0", flat(std::max<int64_t>(1, count), f32)},
+           {"scratch:partials", flat(pieces, f64)},
+           {"scalar:0", IntegerType::get(context, 64)}},
+          grid, kRowThreads,
+          [&](Body &body) {
+            QuantizationEmitter &e = body.e;
+            Value shared = body.sharedArray(kRowThreads, f64);
+            Value first = e.mulIndex(body.block(), e.cIndex(kNormPiece));
+            Value last = arith::MinUIOp::create(
+                body.b, e.addIndex(first, e.cIndex(kNormPiece)),
+                e.cIndex(count));
+            auto loop = scf::ForOp::create(
+                body.b, e.addIndex(first, body.thread()), last,
+                e.cIndex(kRowThreads), ValueRange{body.cF64(0.0)});
+            {
+              OpBuilder::InsertionGuard guard(body.b);
+              body.b.setInsertionPointToEnd(loop.getBody());
+              Value x =
+                  body.toF64(body.load(body.arg(0), loop.getInductionVar()));
+              scf::YieldOp::create(
+                  body.b,
+                  ValueRange{e.addf(loop.getRegionIterArgs()[0], e.mulf(x, x))});
+            }
+            Value sum =
+                body.reduce(loop.getResult(0), shared, kRowThreads,
+                            [&](Value a, Value b) { return e.addf(a, b); });
+            body.ifThen(arith::CmpIOp::create(body.b, CmpIPredicate::eq,
+                                              body.thread(), e.cIndex(0)),
+                        [&] {
+                          body.store(sum, body.arg(1),
+                                     e.addIndex(body.index(body.arg(2)),
+                                                body.block()));
+                        });
+          });
+      add(symbol, grid, kRowThreads, sumOfSquares);
+      offset += blocks;
+    }
+    Launch finish;
+    finish.origin = launch.origin;
+    finish.buffers = {launch.buffers[0], partials};
+    std::array<int64_t, 3> one{1, 1, 1};
+    std::string symbol = function(
+        "finish",
+        {{"buffer:0", flat(1, f32)}, {"scratch:partials", flat(pieces, f64)}},
+        one, kRowThreads,
+        [&](Body &body) {
+          QuantizationEmitter &e = body.e;
+          Value shared = body.sharedArray(kRowThreads, f64);
+          auto loop = scf::ForOp::create(body.b, body.thread(),
+                                         e.cIndex(pieces),
+                                         e.cIndex(kRowThreads),
+                                         ValueRange{body.cF64(0.0)});
+          {
+            OpBuilder::InsertionGuard guard(body.b);
+            body.b.setInsertionPointToEnd(loop.getBody());
+            scf::YieldOp::create(
+                body.b, ValueRange{e.addf(loop.getRegionIterArgs()[0],
+                                          body.load(body.arg(1),
+                                                    loop.getInductionVar()))});
+          }
+          Value sum = body.reduce(loop.getResult(0), shared, kRowThreads,
+                                  [&](Value a, Value b) { return e.addf(a, b); });
+          body.ifThen(arith::CmpIOp::create(body.b, CmpIPredicate::eq,
+                                            body.thread(), e.cIndex(0)),
+                      [&] {
+                        body.store(body.toF32(body.sqrt(sum)), body.arg(0),
+                                   e.cIndex(0));
+                      });
+        });
+    add(symbol, one, kRowThreads, finish);
+    return success();
+  }
+  if (name == "clip_by_global_norm") {
+    // x *= max_norm / (norm + 1e-6) where that is below 1 (in fp64, then
+    // rounded): a NaN norm leaves the tensors (the trainer stops first).
+    for (size_t t = 1; t < launch.buffers.size(); ++t) {
+      Launch clip;
+      clip.origin = launch.origin;
+      clip.buffers = {launch.buffers[0], launch.buffers[t]};
+      clip.scalars = {launch.scalars[0], launch.scalars[t]};
+      LibraryCall one{clip, schedule};
+      const int64_t count = call.integer(t);
+      std::array<int64_t, 3> grid{
+          std::max<int64_t>(1, ceilDiv(count, kElementwiseThreads)), 1, 1};
+      std::string symbol = function(
+          "", registryArguments(context, one), grid, kElementwiseThreads,
+          [&](Body &body) {
+            QuantizationEmitter &e = body.e;
+            Value i = body.global(kElementwiseThreads);
+            Value norm = body.toF64(body.load(body.arg(0), e.cIndex(0)));
+            Value factor =
+                e.divf(body.arg(2), e.addf(norm, body.cF64(1e-6)));
+            Value clips = e.bitAnd(body.ult(i, e.cIndex(count)),
+                                   e.cmpf(CmpFPredicate::OLT, factor,
+                                          body.cF64(1.0)));
+            body.ifThen(clips, [&] {
+              body.store(e.mulf(body.load(body.arg(1), i), body.toF32(factor)),
+                         body.arg(1), i);
+            });
+          });
+      add(symbol, grid, kElementwiseThreads, clip);
+    }
+    return success();
+  }
+
+  return emitError(loc) << "the library kernel '" << name
+                        << "' has no GPU implementation yet (" << launch.origin
+                        << ")";
+}

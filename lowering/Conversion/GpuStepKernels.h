@@ -1,0 +1,81 @@
+//===- GpuStepKernels.h - The step's other kernels on GPU chips -*- C++ -*-===//
+//
+// Everything of a training step that is not a GEMM, as the compiler's own
+// GPU code for every chip (sm_90a and gfx950 alike: gpu/arith/memref/scf
+// ops only, no vendor library and no device math library, so a bundle runs
+// with nothing but the driver):
+//
+//   - elementwise tetra.kernels (chains of add, sub, mul, scale, silu): one
+//     thread per element (lowerElementwiseKernel);
+//   - the runtime's library kernels (runtime/kernels/README.md: embedding,
+//     RMSNorm, RoPE, attention, cross-entropy, the elementwise family, the
+//     global norm, clipping, gradient accumulation, AdamW), one GPU
+//     function per kernel and shape (GpuLibraryBuilder). Each takes the
+//     registry's arguments in the registry's order (KernelABI.h) — buffers
+//     as device addresses, scalars as i64/f64 — with the shapes built in, so
+//     a schedule launch keeps its arguments and gains a function and a grid.
+//     A kernel that needs two passes (attention's and RMSNorm's backward,
+//     cross-entropy's loss) becomes two launches; the variadic global norm
+//     and clipping one launch per tensor.
+//
+// Each computes what the CPU kernel computes, in the same order wherever
+// that costs nothing on a GPU (a thread per attention row runs the CPU's
+// loops; columns of the scatter-style sums are summed over rows in order,
+// with no atomics): results are deterministic, and equal to the CPU's or
+// within the rounding of a different summation tree (block reductions).
+// exp is the CPU's fastExp (Cephes) and log a series in fp64, both in arith
+// ops; RoPE's cos/sin come from the same function as the CPU's table
+// (kernels::ropeCosSin), as constant tables in the module.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TETRA_LOWERING_CONVERSION_GPUSTEPKERNELS_H
+#define TETRA_LOWERING_CONVERSION_GPUSTEPKERNELS_H
+
+#include "dialect/TetraOps.h"
+#include "runtime/schedule/Schedule.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tetra::conversion {
+
+/// Threads per block of the one-thread-per-element launches.
+constexpr int64_t kElementwiseThreads = 256;
+
+/// Builds the gpu.module of an elementwise tetra.kernel (no scaled matmul)
+/// at the end of `module`: one function named as the kernel, its arguments
+/// "input:N" then "result:N", one thread per element. An error at the
+/// kernel's op for anything else (a non-f32 tensor, an op it cannot run).
+mlir::LogicalResult lowerElementwiseKernel(KernelOp kernel,
+                                           mlir::ModuleOp module);
+
+/// The GPU functions of a schedule's library launches, in one gpu.module
+/// (`tetra_library`) at the end of a module.
+class GpuLibraryBuilder {
+public:
+  explicit GpuLibraryBuilder(mlir::ModuleOp module);
+
+  /// Appends to `launches` the GPU launches that do what `launch` (a
+  /// library kernel's launch of `schedule`) does, building their functions
+  /// once per shape; scratch buffers they need are appended to the
+  /// schedule's buffers as temporaries. An error (at `loc`) for a kernel
+  /// with no GPU implementation.
+  mlir::LogicalResult expand(const schedule::Launch &launch,
+                             schedule::Schedule &schedule, mlir::Location loc,
+                             std::vector<schedule::Launch> &launches);
+
+private:
+  mlir::gpu::GPUModuleOp library_;
+  /// Functions built so far, by kernel and shape.
+  std::map<std::string, std::string> built_;
+  std::map<std::string, int> perKernel_;
+};
+
+} // namespace tetra::conversion
+
+#endif // TETRA_LOWERING_CONVERSION_GPUSTEPKERNELS_H

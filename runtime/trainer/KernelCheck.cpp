@@ -1,0 +1,187 @@
+//===- KernelCheck.cpp - A GPU step's library kernels against the CPU's ---===//
+//
+// Trainer::checkKernels: while the GPU runs a step, every launch the CPU's
+// library also implements is re-run on the CPU from copies of the GPU's
+// inputs, taken just before the GPU's launches of it, and its outputs are
+// compared element by element.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backend/CpuBackend.h"
+#include "runtime/kernels/Registry.h"
+#include "runtime/trainer/Trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+using namespace tetra;
+using namespace tetra::trainer;
+
+io::Expected<std::vector<KernelCheck>>
+Trainer::checkKernels(const schedule::Schedule &reference,
+                      const std::vector<int> &firstLaunch) {
+  const schedule::Schedule &gpuSchedule = executor_->schedule();
+  const int references = static_cast<int>(reference.launches.size());
+  if (static_cast<int>(firstLaunch.size()) != references + 1 ||
+      firstLaunch.back() != static_cast<int>(gpuSchedule.launches.size()))
+    return io::Error("checkKernels: the reference does not match the step");
+  io::Expected<std::unique_ptr<backend::CpuBackend>> cpu =
+      backend::CpuBackend::create();
+  if (!cpu)
+    return cpu.error();
+  io::Expected<backend::Module> library = (*cpu)->loadModule(
+      backend::CodeObject::cpuTable(kernels::libraryKernels(), "library"));
+  if (!library)
+    return library.error();
+
+  // The next step's scalars and first micro-batch, as runStep sets them.
+  const int64_t step = step_ + 1;
+  std::map<std::string, backend::Scalar> bound = {
+      {"step", backend::Scalar::integer(step)},
+      {"lr", backend::Scalar::real(config_.lr.at(step))},
+      {"seed", backend::Scalar::integer(static_cast<int64_t>(config_.seed))},
+      {"grad_scale", backend::Scalar::real(
+                         1.0 / static_cast<double>(config_.microBatches))},
+      {"micro_batch", backend::Scalar::integer(0)}};
+  for (const auto &[name, value] : bound)
+    executor_->setScalar(name, value);
+  data::Batch batch;
+  io::Expected<bool> got = train_.nextBatch(batch);
+  if (!got)
+    return got.error();
+  if (!*got)
+    return io::Error("checkKernels: no training data");
+  if (io::Status uploaded = uploadBatch(batch); !uploaded)
+    return uploaded.error();
+
+  // Which reference launch each GPU launch belongs to.
+  std::vector<int> owner(gpuSchedule.launches.size());
+  for (int l = 0; l < references; ++l)
+    for (int g = firstLaunch[l]; g < firstLaunch[l + 1]; ++g)
+      owner[g] = l;
+  auto kernelOf = [&](int l) -> std::optional<backend::Kernel> {
+    io::Expected<backend::Kernel> kernel =
+        (*cpu)->getKernel(*library, reference.launches[l].kernel);
+    if (!kernel)
+      return std::nullopt;
+    return *kernel;
+  };
+  std::map<int, std::vector<uint8_t>> inputs; // schedule buffer -> bytes
+  std::vector<KernelCheck> checks;
+
+  auto bytesOf = [&](int buffer) {
+    return static_cast<size_t>(reference.buffers[buffer].bytes());
+  };
+  auto readGpu = [&](int buffer, std::vector<uint8_t> &into) -> io::Status {
+    into.resize(bytesOf(buffer));
+    if (io::Status copied = backend_.copyToHost(
+            into.data(), executor_->bufferAt(buffer), into.size());
+        !copied)
+      return copied;
+    return backend_.synchronize();
+  };
+  auto snapshot = [&](int l) -> io::Status {
+    inputs.clear();
+    if (!kernelOf(l))
+      return io::success();
+    for (int buffer : reference.launches[l].buffers)
+      if (!inputs.count(buffer))
+        if (io::Status read = readGpu(buffer, inputs[buffer]); !read)
+          return read;
+    return io::success();
+  };
+  auto compare = [&](int l) -> io::Status {
+    std::optional<backend::Kernel> kernel = kernelOf(l);
+    if (!kernel)
+      return io::success();
+    const schedule::Launch &launch = reference.launches[l];
+    // The CPU's buffers: one per schedule buffer (in-place launches pass
+    // one twice), filled from the snapshot.
+    std::map<int, backend::Buffer> own;
+    for (const auto &[buffer, bytes] : inputs) {
+      io::Expected<backend::Buffer> made = (*cpu)->allocate(bytes.size());
+      if (!made)
+        return made.error();
+      own[buffer] = *made;
+      if (io::Status copied =
+              (*cpu)->copyToDevice(*made, bytes.data(), bytes.size());
+          !copied)
+        return copied;
+    }
+    std::vector<backend::Buffer> buffers;
+    for (int buffer : launch.buffers)
+      buffers.push_back(own[buffer]);
+    std::vector<backend::Scalar> scalars = launch.scalars;
+    for (const auto &[position, name] : launch.boundScalars)
+      scalars[position] = bound[name];
+    io::Status ran = (*cpu)->launch(
+        *kernel, {}, backend::ArrayView<backend::Buffer>(buffers),
+        backend::ArrayView<backend::Scalar>(scalars));
+    KernelCheck check;
+    check.kernel = launch.kernel;
+    check.origin = launch.origin;
+    const backend::KernelSignature *signature = (*cpu)->signature(*kernel);
+    for (size_t a = 0; ran && signature && a < launch.buffers.size(); ++a) {
+      const backend::BufferParam &param =
+          signature->buffers[std::min(a, signature->buffers.size() - 1)];
+      if (param.access == backend::BufferAccess::In)
+        continue;
+      const int buffer = launch.buffers[a];
+      std::vector<uint8_t> gpu, host(bytesOf(buffer));
+      if (io::Status read = readGpu(buffer, gpu); !read)
+        return read;
+      if (io::Status copied =
+              (*cpu)->copyToHost(host.data(), own[buffer], host.size());
+          !copied)
+        return copied;
+      const size_t count = host.size() / 4;
+      double largest = 0, worst = 0;
+      int64_t differing = 0;
+      for (size_t i = 0; i < count; ++i) {
+        float x, y;
+        std::memcpy(&x, host.data() + 4 * i, 4);
+        std::memcpy(&y, gpu.data() + 4 * i, 4);
+        if (std::memcmp(&x, &y, 4) != 0)
+          ++differing;
+        largest = std::max(largest, static_cast<double>(std::fabs(x)));
+        double difference = std::fabs(static_cast<double>(x) - y);
+        if (!(difference <= worst)) // NaN counts as the worst
+          worst = std::isnan(difference) ? INFINITY : difference;
+      }
+      double error = largest > 0 ? worst / largest : worst;
+      check.differing += differing;
+      check.elements += static_cast<int64_t>(count);
+      if (error >= check.error) {
+        check.error = error;
+        check.buffer = reference.buffers[buffer].name;
+      }
+    }
+    for (auto &[buffer, made] : own)
+      (void)(*cpu)->free(made);
+    if (!ran)
+      return io::Error(launch.kernel + " on the CPU: " + ran.error().message());
+    checks.push_back(std::move(check));
+    return io::success();
+  };
+
+  if (references > 0)
+    if (io::Status taken = snapshot(0); !taken)
+      return taken.error();
+  io::Status ran = executor_->runObserving(
+      0, static_cast<int>(gpuSchedule.launches.size()), [&](int g) {
+        const int l = owner[g];
+        if (g + 1 == firstLaunch[l + 1]) {
+          if (io::Status compared = compare(l); !compared)
+            return compared;
+          if (l + 1 < references)
+            return snapshot(l + 1);
+        }
+        return io::success();
+      });
+  if (!ran)
+    return ran.error();
+  ++step_;
+  return checks;
+}

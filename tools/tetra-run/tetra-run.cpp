@@ -1,0 +1,301 @@
+//===- tetra-run.cpp - Train from a step bundle, with no compiler ---------===//
+//
+// `tetra-run BUNDLE [options]`: trains the training step that
+// `tetra compile RUN --target=T -o BUNDLE` compiled, on the GPU the bundle
+// was compiled for, with nothing but the runtime and the GPU's driver (it
+// links no LLVM and no MLIR: test/tools/tetra-run.test checks). The data,
+// step counts, learning rate, seed, evaluation and checkpoints are the run
+// file's (the bundle's run_plan.json); options override where the run's
+// files live on this machine. docs/tools/run.md has the details.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/bundle/StepBundle.h"
+#include "runtime/trainer/RunPlan.h"
+#include "runtime/trainer/Trainer.h"
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace tetra;
+
+namespace {
+
+std::atomic<int> stopSignal{0};
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "tetra-run: error: %s\n", message.c_str());
+  return 1;
+}
+
+int usageError(const std::string &message) {
+  std::fprintf(stderr, "tetra-run: error: %s (see 'tetra-run --help')\n",
+               message.c_str());
+  return 2;
+}
+
+void printHelp() {
+  std::printf(
+      "USAGE: tetra-run BUNDLE [--data GLOB]... [--eval-data GLOB]...\n"
+      "                 [--tokenizer SPEC] [--steps N] [--until N]\n"
+      "                 [--checkpoint-every N] [--out DIR] [--resume DIR]\n"
+      "                 [--label NAME] [--device N] [--quiet]\n"
+      "                 [--check-kernels]\n"
+      "\n"
+      "Trains the step a GPU bundle holds ('tetra compile RUN --target=T -o\n"
+      "BUNDLE') with the run's data, steps, learning rate and seed, on the\n"
+      "GPU it was compiled for, needing only the GPU driver. Writes\n"
+      "DIR/metrics.jsonl and checkpoints (DIR/checkpoints), as 'tetra train'\n"
+      "does. Refuses a bundle for another chip, a corrupt one, or one of\n"
+      "another runtime version.\n"
+      "\n"
+      "OPTIONS\n"
+      "  --data GLOB       training data on this machine (text, C4 JSON lines\n"
+      "                    or .tokens files), instead of the run's paths\n"
+      "  --eval-data GLOB  evaluation data, instead of the run's\n"
+      "  --tokenizer SPEC  bytes, gpt2:DIR or llama3:FILE, instead of the run's\n"
+      "  --steps N         train N steps in all (the schedule spans them)\n"
+      "  --until N         stop after step N, with a checkpoint\n"
+      "  --checkpoint-every N  a checkpoint every N steps (default: the run's)\n"
+      "  --out DIR         outputs (default out/RUN-TARGET)\n"
+      "  --label NAME      the run's name in metrics and plots (default RUN)\n"
+      "  --resume DIR      continue from the latest checkpoint in DIR\n"
+      "  --device N        the GPU's ordinal (default 0)\n"
+      "  --quiet           no progress line\n"
+      "  --check-kernels   run one step with every library kernel also run\n"
+      "                    by the CPU from the same inputs; print each one's\n"
+      "                    largest difference and fail above 1e-5 of its\n"
+      "                    output's largest magnitude (writes nothing)\n");
+}
+
+bool exists(const std::string &path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0;
+}
+
+/// tetra-run --check-kernels: one step, every library kernel against the
+/// CPU's; a table, worst first.
+int runChecks(trainer::Trainer &trainer, const bundle::StepBundle &bundle) {
+  constexpr double kTolerance = 1e-5;
+  io::Expected<std::vector<trainer::KernelCheck>> checks =
+      trainer.checkKernels(bundle.reference, bundle.firstLaunch);
+  if (!checks)
+    return fail(checks.error().message());
+  // One row per kernel: its launches, the worst of them.
+  struct Row {
+    int launches = 0;
+    trainer::KernelCheck worst;
+    int64_t differing = 0, elements = 0;
+  };
+  std::map<std::string, Row> rows;
+  for (const trainer::KernelCheck &check : *checks) {
+    Row &row = rows[check.kernel];
+    if (row.launches++ == 0 || check.error > row.worst.error)
+      row.worst = check;
+    row.differing += check.differing;
+    row.elements += check.elements;
+  }
+  std::printf("%-24s %8s %12s %16s  %s\n", "kernel", "launches", "max error",
+              "differing", "worst output (origin)");
+  bool passed = true;
+  for (const auto &[kernel, row] : rows) {
+    const bool ok = row.worst.error <= kTolerance;
+    passed &= ok;
+    std::printf("%-24s %8d %12.3g %7lld/%-8lld  %s (%s)%s\n", kernel.c_str(),
+                row.launches, row.worst.error,
+                static_cast<long long>(row.differing),
+                static_cast<long long>(row.elements), row.worst.buffer.c_str(),
+                row.worst.origin.c_str(), ok ? "" : "  FAILED");
+  }
+  std::printf("%s: %zu launches of %zu library kernels checked against the "
+              "CPU's; %s\n",
+              bundle.directory.c_str(), checks->size(), rows.size(),
+              passed ? "all within 1e-5" : "some differ by more than 1e-5");
+  return passed ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string bundlePath, outDir, resumeDir, tokenizerText, label;
+  std::vector<std::string> data, evalData;
+  int64_t steps = 0, until = 0, checkpointEvery = 0;
+  int device = 0;
+  bool quiet = false, checkKernels = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](std::string &into) {
+      if (i + 1 >= argc)
+        return false;
+      into = argv[++i];
+      return true;
+    };
+    std::string text;
+    if (arg == "-h" || arg == "--help") {
+      printHelp();
+      return 0;
+    } else if (arg == "--data" || arg == "--eval-data") {
+      if (!value(text))
+        return usageError(arg + " takes a glob");
+      (arg == "--data" ? data : evalData).push_back(text);
+    } else if (arg == "--tokenizer") {
+      if (!value(tokenizerText))
+        return usageError("--tokenizer takes bytes, gpt2:DIR or llama3:FILE");
+    } else if (arg == "--steps" || arg == "--device" || arg == "--until" ||
+               arg == "--checkpoint-every") {
+      if (!value(text) || text.empty() || text.size() > 12 ||
+          text.find_first_not_of("0123456789") != std::string::npos)
+        return usageError(arg + " takes a non-negative integer");
+      const int64_t number = std::stoll(text);
+      if (arg == "--steps")
+        steps = number;
+      else if (arg == "--until")
+        until = number;
+      else if (arg == "--checkpoint-every")
+        checkpointEvery = number;
+      else
+        device = static_cast<int>(number);
+    } else if (arg == "--label") {
+      if (!value(label) || label.empty())
+        return usageError("--label takes a name");
+    } else if (arg == "--out") {
+      if (!value(outDir))
+        return usageError("--out takes a directory");
+    } else if (arg == "--resume") {
+      if (!value(resumeDir))
+        return usageError("--resume takes a directory");
+    } else if (arg == "--quiet") {
+      quiet = true;
+    } else if (arg == "--check-kernels") {
+      checkKernels = true;
+    } else if (!arg.empty() && arg[0] == '-') {
+      return usageError("unknown option '" + arg + "'");
+    } else if (bundlePath.empty()) {
+      bundlePath = arg;
+    } else {
+      return usageError("one bundle at a time ('" + bundlePath + "' and '" +
+                        arg + "')");
+    }
+  }
+  if (bundlePath.empty())
+    return usageError("no bundle");
+
+  io::Expected<bundle::StepBundle> bundle = bundle::StepBundle::open(bundlePath);
+  if (!bundle)
+    return fail(bundle.error().message());
+  trainer::RunPlan &plan = bundle->plan;
+  if (steps > 0) {
+    plan.steps = steps;
+    plan.lr.total = steps;
+  }
+  if (!data.empty())
+    plan.trainData = data;
+  if (!evalData.empty())
+    plan.evalData = evalData;
+  if (!tokenizerText.empty()) {
+    io::Expected<tokenizer::TokenizerSpec> spec =
+        tokenizer::parseTokenizerSpec(tokenizerText);
+    if (!spec)
+      return usageError(spec.error().message());
+    plan.tokenizer = *spec;
+  }
+
+  // The device the bundle was compiled for.
+  io::Expected<std::unique_ptr<backend::Backend>> gpu =
+      bundle::openDevice(bundle->target, device);
+  if (!gpu)
+    return fail("bundle '" + bundlePath + "' (" + bundle->target +
+                "): " + gpu.error().message());
+  io::Expected<std::vector<backend::Module>> modules =
+      bundle::loadCode(**gpu, bundle->code);
+  if (!modules)
+    return fail("bundle '" + bundlePath + "': " + modules.error().message());
+
+  io::Expected<std::shared_ptr<tokenizer::Tokenizer>> encoder =
+      trainer::openTokenizer(plan.tokenizer, plan.vocabulary);
+  if (!encoder)
+    return fail(encoder.error().message());
+  data::PackerOptions packing;
+  packing.seqLen = plan.seqLen;
+  packing.batchSize = plan.microBatch;
+  packing.endOfText = (*encoder)->endOfText();
+  packing.seed = plan.seed;
+  io::Expected<data::Packer> packer =
+      trainer::openPacker(plan.trainData, *encoder, packing);
+  if (!packer)
+    return fail(packer.error().message());
+
+  if (outDir.empty())
+    outDir = "out/" + plan.run + "-" + bundle->target;
+  trainer::TrainerConfig config = plan.trainerConfig();
+  config.metricsPath = outDir + "/metrics.jsonl";
+  config.checkpointDir = outDir + "/checkpoints";
+  config.quiet = quiet;
+  if (!label.empty())
+    config.run = label;
+  config.stopAfter = until;
+  if (checkpointEvery > 0)
+    config.checkpointInterval = checkpointEvery;
+  config.stopRequested = [] { return stopSignal.load() != 0; };
+  if (checkKernels) {
+    config.metricsPath.clear();
+    config.checkpointDir.clear();
+  }
+  if (!checkKernels && resumeDir.empty() && exists(config.metricsPath))
+    return fail("'" + config.metricsPath +
+                "' exists: another run's results are never overwritten "
+                "(choose --out, or --resume " + outDir + ")");
+  std::string command = "mkdir -p '" + outDir + "'";
+  if (!checkKernels && std::system(command.c_str()) != 0)
+    return fail("cannot create '" + outDir + "'");
+
+  io::Expected<std::unique_ptr<trainer::Trainer>> trainer =
+      trainer::Trainer::create(**gpu, bundle->schedule, *modules, config,
+                               std::move(*packer));
+  if (!trainer)
+    return fail(trainer.error().message());
+  if (config.evalInterval > 0) {
+    io::Expected<data::Packer> eval = trainer::openPacker(
+        plan.evalData, *encoder,
+        data::PackerOptions::validation(plan.seqLen, plan.microBatch,
+                                        (*encoder)->endOfText()));
+    if (!eval)
+      return fail(eval.error().message());
+    (*trainer)->setEvaluation(std::move(*eval));
+  }
+  io::Status ready = resumeDir.empty() ? (*trainer)->initialize()
+                                       : (*trainer)->resume(resumeDir);
+  if (!ready)
+    return fail(ready.error().message());
+  if (checkKernels)
+    return runChecks(**trainer, *bundle);
+  std::signal(SIGINT, [](int signal) { stopSignal = signal; });
+  std::signal(SIGTERM, [](int signal) { stopSignal = signal; });
+  std::printf("run %s: policy %s, %lld steps of %lld x %lld tokens on %s "
+              "(bundle %s)\n",
+              plan.run.c_str(), plan.policy.c_str(),
+              static_cast<long long>(plan.steps),
+              static_cast<long long>(plan.microBatch * plan.accumulation),
+              static_cast<long long>(plan.seqLen), (*gpu)->description().c_str(),
+              bundlePath.c_str());
+  io::Expected<trainer::TrainingSummary> summary = (*trainer)->train();
+  if (!summary)
+    return fail(summary.error().message());
+  std::string evalText;
+  if (summary->evalLoss)
+    evalText = ", eval loss " + std::to_string(*summary->evalLoss);
+  std::printf("run %s: steps %lld-%lld, loss %.4f -> %.4f%s, %.1f s, %.0f "
+              "tokens/s; metrics %s\n",
+              plan.run.c_str(), static_cast<long long>(summary->firstStep),
+              static_cast<long long>(summary->lastStep), summary->firstLoss,
+              summary->lastLoss, evalText.c_str(), summary->seconds,
+              summary->tokensPerSecond, config.metricsPath.c_str());
+  return summary->stopped ? 128 + stopSignal.load() : 0;
+}
