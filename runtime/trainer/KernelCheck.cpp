@@ -12,6 +12,7 @@
 #include "runtime/trainer/Trainer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -184,4 +185,40 @@ Trainer::checkKernels(const schedule::Schedule &reference,
     return ran.error();
   ++step_;
   return checks;
+}
+
+io::Expected<std::vector<double>> Trainer::profileStep() {
+  const int64_t step = step_ + 1;
+  executor_->setScalar("step", backend::Scalar::integer(step));
+  executor_->setScalar("lr", backend::Scalar::real(config_.lr.at(step)));
+  executor_->setScalar(
+      "seed", backend::Scalar::integer(static_cast<int64_t>(config_.seed)));
+  executor_->setScalar("grad_scale",
+                       backend::Scalar::real(
+                           1.0 / static_cast<double>(config_.microBatches)));
+  executor_->setScalar("micro_batch", backend::Scalar::integer(0));
+  data::Batch batch;
+  io::Expected<bool> got = train_.nextBatch(batch);
+  if (!got)
+    return got.error();
+  if (!*got)
+    return io::Error("profileStep: no training data");
+  if (io::Status uploaded = uploadBatch(batch); !uploaded)
+    return uploaded.error();
+  if (io::Status done = backend_.synchronize(); !done)
+    return done.error();
+  const int launches =
+      static_cast<int>(executor_->schedule().launches.size());
+  std::vector<double> seconds(launches, 0.0);
+  auto last = std::chrono::steady_clock::now();
+  io::Status ran = executor_->runObserving(0, launches, [&](int launch) {
+    auto now = std::chrono::steady_clock::now();
+    seconds[launch] = std::chrono::duration<double>(now - last).count();
+    last = now;
+    return io::success();
+  });
+  if (!ran)
+    return ran.error();
+  ++step_;
+  return seconds;
 }

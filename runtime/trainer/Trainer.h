@@ -136,6 +136,12 @@ public:
   checkKernels(const schedule::Schedule &reference,
                const std::vector<int> &firstLaunch);
 
+  /// Runs the next step's first micro-batch, the norm and the update with a
+  /// synchronize after every launch, and returns each launch's wall time in
+  /// seconds (the launch's submission and its run): where a step's time
+  /// goes. The update is applied, the loss not logged.
+  io::Expected<std::vector<double>> profileStep();
+
   int64_t step() const { return step_; }
   /// The host copy of a bound f32 buffer ("embed", "m.embed", ...).
   io::Expected<std::vector<float>> read(const std::string &name);

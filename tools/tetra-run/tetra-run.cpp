@@ -20,6 +20,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
+#include <cctype>
 #include <map>
 #include <string>
 #include <vector>
@@ -47,7 +49,7 @@ void printHelp() {
       "                 [--tokenizer SPEC] [--steps N] [--until N]\n"
       "                 [--checkpoint-every N] [--out DIR] [--resume DIR]\n"
       "                 [--label NAME] [--device N] [--quiet]\n"
-      "                 [--check-kernels]\n"
+      "                 [--check-kernels] [--profile]\n"
       "\n"
       "Trains the step a GPU bundle holds ('tetra compile RUN --target=T -o\n"
       "BUNDLE') with the run's data, steps, learning rate and seed, on the\n"
@@ -72,7 +74,10 @@ void printHelp() {
       "  --check-kernels   run one step with every library kernel also run\n"
       "                    by the CPU from the same inputs; print each one's\n"
       "                    largest difference and fail above 1e-5 of its\n"
-      "                    output's largest magnitude (writes nothing)\n");
+      "                    output's largest magnitude (writes nothing)\n"
+      "  --profile         time every launch of one step (a synchronize after\n"
+      "                    each) and print where the step's time goes, by\n"
+      "                    kernel family (writes nothing)\n");
 }
 
 bool exists(const std::string &path) {
@@ -121,6 +126,54 @@ int runChecks(trainer::Trainer &trainer, const bundle::StepBundle &bundle) {
   return passed ? 0 : 1;
 }
 
+/// tetra-run --profile: one step's launches timed, by kernel family (the
+/// function's name without its shape number; a GEMM's launches by role).
+int runProfile(trainer::Trainer &trainer, const bundle::StepBundle &bundle) {
+  // A warm-up step first: the driver's first launch of a function loads it.
+  if (io::Expected<std::vector<double>> warm = trainer.profileStep(); !warm)
+    return fail(warm.error().message());
+  io::Expected<std::vector<double>> seconds = trainer.profileStep();
+  if (!seconds)
+    return fail(seconds.error().message());
+  struct Row {
+    int launches = 0;
+    double seconds = 0;
+  };
+  std::map<std::string, Row> rows;
+  double total = 0;
+  for (size_t l = 0; l < seconds->size(); ++l) {
+    const schedule::Launch &launch = bundle.schedule.launches[l];
+    std::string family = launch.kernel;
+    if (launch.gemm)
+      family = "gemm " + launch.gemm->role;
+    else if (family.find("__") != std::string::npos)
+      family = "gemm prologue";
+    else if (family.rfind("elementwise_", 0) == 0)
+      family = "elementwise";
+    else
+      while (!family.empty() &&
+             (std::isdigit(static_cast<unsigned char>(family.back())) ||
+              family.back() == '_'))
+        family.pop_back();
+    rows[family].launches++;
+    rows[family].seconds += (*seconds)[l];
+    total += (*seconds)[l];
+  }
+  std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) {
+    return a.second.seconds > b.second.seconds;
+  });
+  std::printf("%-32s %8s %12s %7s\n", "kernel family", "launches", "ms",
+              "share");
+  for (const auto &[family, row] : sorted)
+    std::printf("%-32s %8d %12.3f %6.1f%%\n", family.c_str(), row.launches,
+                row.seconds * 1e3, 100.0 * row.seconds / total);
+  std::printf("%s: one step, %zu launches, %.3f ms with a synchronize after "
+              "each\n",
+              bundle.directory.c_str(), seconds->size(), total * 1e3);
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -128,7 +181,7 @@ int main(int argc, char **argv) {
   std::vector<std::string> data, evalData;
   int64_t steps = 0, until = 0, checkpointEvery = 0;
   int device = 0;
-  bool quiet = false, checkKernels = false;
+  bool quiet = false, checkKernels = false, profile = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string &into) {
@@ -175,6 +228,8 @@ int main(int argc, char **argv) {
       quiet = true;
     } else if (arg == "--check-kernels") {
       checkKernels = true;
+    } else if (arg == "--profile") {
+      profile = true;
     } else if (!arg.empty() && arg[0] == '-') {
       return usageError("unknown option '" + arg + "'");
     } else if (bundlePath.empty()) {
@@ -244,16 +299,17 @@ int main(int argc, char **argv) {
   if (checkpointEvery > 0)
     config.checkpointInterval = checkpointEvery;
   config.stopRequested = [] { return stopSignal.load() != 0; };
-  if (checkKernels) {
+  if (checkKernels || profile) {
     config.metricsPath.clear();
     config.checkpointDir.clear();
   }
-  if (!checkKernels && resumeDir.empty() && exists(config.metricsPath))
+  if (!checkKernels && !profile && resumeDir.empty() &&
+      exists(config.metricsPath))
     return fail("'" + config.metricsPath +
                 "' exists: another run's results are never overwritten "
                 "(choose --out, or --resume " + outDir + ")");
   std::string command = "mkdir -p '" + outDir + "'";
-  if (!checkKernels && std::system(command.c_str()) != 0)
+  if (!checkKernels && !profile && std::system(command.c_str()) != 0)
     return fail("cannot create '" + outDir + "'");
 
   io::Expected<std::unique_ptr<trainer::Trainer>> trainer =
@@ -276,6 +332,8 @@ int main(int argc, char **argv) {
     return fail(ready.error().message());
   if (checkKernels)
     return runChecks(**trainer, *bundle);
+  if (profile)
+    return runProfile(**trainer, *bundle);
   std::signal(SIGINT, [](int signal) { stopSignal = signal; });
   std::signal(SIGTERM, [](int signal) { stopSignal = signal; });
   std::printf("run %s: policy %s, %lld steps of %lld x %lld tokens on %s "

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The whole training step on the GPU machine (docs/benchmarks.md, "The whole
+# step on the H200"), from step bundles compiled here:
+#
+#   build/step-bundles/tiny-POLICY.tbundle   tetra compile --target=sm_90a
+#       models/runs/tiny_c4_h200.tetra models/policies/POLICY.tetra -o ...
+#   build/step-bundles/125m-POLICY.tbundle   tetra compile --target=sm_90a
+#       bench/train_125m_h200.tetra models/policies/POLICY.tetra -o ...
+#   build/peers/peers_h200.py                the peers (../shared/bench)
+#
+# For every tiny bundle: --check-kernels (each library kernel against the
+# CPU's) and 50 steps; a run stopped at step 25 and resumed must give the
+# uninterrupted run's losses bit for bit; the 125M bundles' tokens/s beside
+# PyTorch's at the same shape. Everything lands in one archive,
+# $OUT/gpu_step.tgz (logs, metrics, checkpoints); a table last, with the
+# seconds each part took. CHECK=0 skips the kernel checks; STEPS_125M sets the
+# 125M runs' steps (default 4); each command has a time limit.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-/tmp}/gpu_step"
+mkdir -p "$out/resume"
+started=$(date +%s)
+elapsed() { echo "[$(( $(date +%s) - started )) s]"; }
+run=build/bin/tetra-run
+data=(--data data/c4/c4-train.sample.json.gz
+      --eval-data data/c4/c4-validation.sample.json.gz)
+summary=()
+for bundle in build/step-bundles/tiny-*.tbundle; do
+  policy=$(basename "$bundle" .tbundle); policy=${policy#tiny-}
+  check=skipped
+  if [[ ${CHECK:-1} != 0 ]]; then
+    timeout 120 $run "$bundle" "${data[@]}" --check-kernels \
+      > "$out/check-$policy.txt" 2>&1
+    check=$?
+  fi
+  timeout 120 $run "$bundle" "${data[@]}" --steps 50 --out "$out/gpu/$policy" \
+    --label "gpu/$policy" --quiet > "$out/run-$policy.txt" 2>&1
+  trained=$?
+  summary+=("$(printf '%-26s check %s  run %s  %s' "$policy" \
+    "$([[ $check == 0 ]] && echo pass || echo "$check")" \
+    "$([[ $trained == 0 ]] && echo ok || echo FAIL)" \
+    "$(tail -1 "$out/run-$policy.txt" | sed 's/; metrics.*//')")")
+done
+
+summary+=("$(elapsed) tiny runs done")
+# Resume: 25 steps, then 25 more from the checkpoint, against 50 straight.
+for policy in fp4_all_hadamard fp4_all_sr; do
+  bundle=build/step-bundles/tiny-$policy.tbundle
+  [[ -d $bundle ]] || continue
+  dir="$out/resume/$policy"
+  timeout 120 $run "$bundle" "${data[@]}" --steps 50 --until 25 --checkpoint-every 25 \
+    --out "$dir" --label "gpu/$policy" --quiet > "$dir.log" 2>&1
+  timeout 120 $run "$bundle" "${data[@]}" --steps 50 --resume "$dir/checkpoints" \
+    --out "$dir" --label "gpu/$policy" --quiet >> "$dir.log" 2>&1
+  if python3 - "$out/gpu/$policy/metrics.jsonl" "$dir/metrics.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+la = {r["step"]: r["loss"] for r in a if "loss" in r}
+lb = {r["step"]: r["loss"] for r in b if "loss" in r}
+sys.exit(0 if la and la == lb else 1)
+PY
+  then summary+=("resume $policy: losses of steps 1-50 equal to the uninterrupted run's")
+  else summary+=("resume $policy: DIFFERENT from the uninterrupted run")
+  fi
+done
+
+# Checkpoints are the same files on every target: a CPU run's step-25
+# checkpoint (build/cpu-ckpt/POLICY, from tetra train --until 25) continues
+# here; docs/benchmarks.md compares it with the CPU's own continuation.
+for dir in build/cpu-ckpt/*/; do
+  policy=$(basename "$dir")
+  bundle=build/step-bundles/tiny-$policy.tbundle
+  [[ -d $bundle && -d $dir/checkpoints ]] || continue
+  timeout 120 $run "$bundle" "${data[@]}" --steps 50 --resume "$dir/checkpoints" \
+    --out "$out/from-cpu/$policy" --label "cpu-then-gpu/$policy" --quiet \
+    > "$out/from-cpu-$policy.txt" 2>&1
+  summary+=("from-cpu $policy: rc $? $(tail -1 "$out/from-cpu-$policy.txt" | sed 's/; metrics.*//')")
+done
+
+# Speed at the 125M shape, beside PyTorch's.
+for bundle in build/step-bundles/125m-*.tbundle; do
+  policy=$(basename "$bundle" .tbundle); policy=${policy#125m-}
+  summary+=("$(elapsed) 125m $policy starts")
+  timeout "${LIMIT_125M:-240}" $run "$bundle" --data data/c4/c4-train.sample.json.gz \
+    --tokenizer gpt2:data/tokenizers/gpt2 --steps "${STEPS_125M:-4}" \
+    --out "$out/speed/$policy" \
+    --label "125m/$policy" --quiet > "$out/speed-$policy.txt" 2>&1
+  summary+=("125m $policy: $(tail -1 "$out/speed-$policy.txt" | sed 's/; metrics.*//')")
+done
+if [[ -f build/peers/peers_h200.py ]]; then
+  summary+=("$(elapsed) peers start")
+  PYTHONUNBUFFERED=1 timeout "${LIMIT_PEERS:-240}" python3 build/peers/peers_h200.py --only train \
+    --no-default-train \
+    --train-config tetra-125m=50304,640,12,10,10,1792,16,2048 \
+    > "$out/peers.txt" 2>&1
+  summary+=("peers: $(grep 'tetra-125m' "$out/peers.txt" | tail -1)")
+fi
+summary+=("$(elapsed) done")
+printf '%s\n' "${summary[@]}" > "$out/summary.txt"
+tar czf "${OUT:-/tmp}/gpu_step.tgz" -C "$(dirname "$out")" gpu_step
+printf '%s\n' "${summary[@]}"
