@@ -162,6 +162,7 @@ io::Expected<StepBundle> StepBundle::open(const std::string &directory) {
   if (!runPlan)
     return io::Error(where + ": run_plan.json: " + runPlan.error().message());
   bundle.plan = std::move(*runPlan);
+  bundle.manifest = std::move(*manifest);
   return bundle;
 }
 

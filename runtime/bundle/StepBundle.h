@@ -28,6 +28,7 @@
 #define TETRA_RUNTIME_BUNDLE_STEPBUNDLE_H
 
 #include "runtime/backend/Backend.h"
+#include "runtime/io/Json.h"
 #include "runtime/schedule/Schedule.h"
 #include "runtime/trainer/RunPlan.h"
 
@@ -48,6 +49,9 @@ struct StepCode {
 
 struct StepBundle {
   std::string directory;
+  /// The manifest as read (a gfx950 bundle's code entries carry each
+  /// function's resources and kernel-argument layout).
+  io::JsonValue manifest;
   std::string target, model, policy, run;
   schedule::Schedule schedule;
   schedule::Schedule reference;

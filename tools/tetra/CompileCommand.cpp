@@ -53,6 +53,39 @@ std::string codeExtension(Target target) {
   return target == Target::Gfx950 ? ".hsaco" : ".ptx";
 }
 
+/// Each function's resources in a gfx950 code object, read off its
+/// assembly, as a JSON array: registers, LDS and scratch, MFMAs, occupancy
+/// and the kernel arguments' layout from the code object's metadata.
+std::string resourcesJson(const std::string &assembly) {
+  std::string json = "[";
+  std::vector<AmdgpuResources> report = amdgpuResources(assembly);
+  for (size_t r = 0; r < report.size(); ++r) {
+    const AmdgpuResources &used = report[r];
+    json += r ? "," : "";
+    json += "{\"function\":";
+    io::appendJsonString(json, used.function);
+    json += ",\"vgprs\":" + std::to_string(used.vgprs) +
+            ",\"agprs\":" + std::to_string(used.agprs) +
+            ",\"sgprs\":" + std::to_string(used.sgprs) +
+            ",\"lds_bytes\":" + std::to_string(used.ldsBytes) +
+            ",\"scratch_bytes\":" + std::to_string(used.scratchBytes) +
+            ",\"mfmas\":" + std::to_string(used.mfmas) +
+            ",\"scaled_mfmas\":" + std::to_string(used.scaledMfmas) +
+            ",\"waves_per_simd\":" + std::to_string(used.occupancy) +
+            ",\"kernargs\":[";
+    for (size_t a = 0; a < used.arguments.size(); ++a) {
+      json += a ? "," : "";
+      json += "{\"offset\":" + std::to_string(used.arguments[a].offset) +
+              ",\"size\":" + std::to_string(used.arguments[a].size) +
+              ",\"kind\":";
+      io::appendJsonString(json, used.arguments[a].kind);
+      json += "}";
+    }
+    json += "]}";
+  }
+  return json + "]";
+}
+
 std::string manifestOf(const std::vector<GpuKernelCode> &kernels,
                        const LoadedInputs &inputs, Target target) {
   std::string json = "{\"format\":\"tetra-bundle\",\"version\":1,\"target\":";
@@ -72,33 +105,7 @@ std::string manifestOf(const std::vector<GpuKernelCode> &kernels,
     if (target == Target::Gfx950) {
       // What each function uses, from its assembly (never run here: there
       // is no MI355X).
-      json += ",\"resources\":[";
-      std::vector<AmdgpuResources> report = amdgpuResources(kernel.assembly);
-      for (size_t r = 0; r < report.size(); ++r) {
-        const AmdgpuResources &used = report[r];
-        json += r ? "," : "";
-        json += "{\"function\":";
-        io::appendJsonString(json, used.function);
-        json += ",\"vgprs\":" + std::to_string(used.vgprs) +
-                ",\"agprs\":" + std::to_string(used.agprs) +
-                ",\"sgprs\":" + std::to_string(used.sgprs) +
-                ",\"lds_bytes\":" + std::to_string(used.ldsBytes) +
-                ",\"scratch_bytes\":" + std::to_string(used.scratchBytes) +
-                ",\"mfmas\":" + std::to_string(used.mfmas) +
-                ",\"scaled_mfmas\":" + std::to_string(used.scaledMfmas) +
-                ",\"waves_per_simd\":" + std::to_string(used.occupancy) +
-                ",\"kernargs\":[";
-        for (size_t a = 0; a < used.arguments.size(); ++a) {
-          json += a ? "," : "";
-          json += "{\"offset\":" + std::to_string(used.arguments[a].offset) +
-                  ",\"size\":" + std::to_string(used.arguments[a].size) +
-                  ",\"kind\":";
-          io::appendJsonString(json, used.arguments[a].kind);
-          json += "}";
-        }
-        json += "]}";
-      }
-      json += "]";
+      json += ",\"resources\":" + resourcesJson(kernel.assembly);
     }
     json += ",\"computes\":" + kernel.description + ",\"launches\":[";
     for (size_t l = 0; l < kernel.launches.size(); ++l) {
@@ -201,6 +208,14 @@ int writeStepBundle(mlir::MLIRContext &context,
     for (const GpuLaunch &launch : kernel.launches)
       functions.push(io::JsonValue::string(launch.function));
     entry.set("functions", std::move(functions));
+    if (target == Target::Gfx950) {
+      io::Expected<io::JsonValue> resources =
+          io::parseJson(resourcesJson(kernel.assembly));
+      if (!resources)
+        return cleanUp("the resources of '" + kernel.name +
+                       "': " + resources.error().message());
+      entry.set("resources", std::move(*resources));
+    }
     code.push(std::move(entry));
     checked.push_back(file);
   }

@@ -4,17 +4,22 @@
 // without one: a missing runtime is a clear error, never a crash; a library
 // that is not a HIP runtime is refused by name; and the parameters a launch
 // passes are laid out as every compiled gfx950 kernel's metadata expects
-// (the bundle named by TETRA_GFX950_BUNDLE: test/tools/compile.test).
+// (the bundle named by TETRA_GFX950_BUNDLE: test/tools/compile.test), and
+// every launch of a step bundle as its function's metadata expects
+// (TETRA_GFX950_STEP_BUNDLE: test/tools/compile-step.test).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backend/HipBackend.h"
+#include "runtime/bundle/StepBundle.h"
 #include "runtime/io/Json.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 using namespace tetra;
@@ -91,4 +96,49 @@ TEST(HipBackend, LaunchesMatchEveryCompiledKernelsMetadata) {
   }
   EXPECT_GT(checked, 0);
   std::printf("%d launches match their kernels' metadata\n", checked);
+}
+
+/// Every launch of a gfx950 step bundle's schedule (TETRA_GFX950_STEP_BUNDLE,
+/// test/tools/compile-step.test): its buffers and scalars, packed by
+/// parameterLayout(), land where the metadata of the function it calls says
+/// the kernel reads them — the library's and the elementwise kernels' as
+/// the GEMMs'.
+TEST(HipBackend, StepLaunchesMatchTheirFunctionsMetadata) {
+  const char *path = std::getenv("TETRA_GFX950_STEP_BUNDLE");
+  if (!path)
+    GTEST_SKIP() << "TETRA_GFX950_STEP_BUNDLE names no gfx950 step bundle";
+  io::Expected<bundle::StepBundle> step = bundle::StepBundle::open(path);
+  ASSERT_TRUE(static_cast<bool>(step)) << step.error().message();
+  ASSERT_EQ(step->target, "gfx950");
+  std::map<std::string, const io::JsonValue *> kernargs;
+  for (const io::JsonValue &code : step->manifest.find("code")->items()) {
+    const io::JsonValue *resources = code.find("resources");
+    ASSERT_NE(resources, nullptr) << code.find("name")->asString();
+    for (const io::JsonValue &used : resources->items())
+      kernargs[used.find("function")->asString()] = used.find("kernargs");
+  }
+  int checked = 0;
+  std::set<std::string> functions;
+  for (const schedule::Launch &launch : step->schedule.launches) {
+    auto found = kernargs.find(launch.kernel);
+    ASSERT_NE(found, kernargs.end()) << launch.kernel << " has no metadata";
+    std::vector<KernelParameter> layout = HipBackend::parameterLayout(
+        launch.buffers.size(), launch.scalars.size());
+    const io::JsonValue &metadata = *found->second;
+    ASSERT_EQ(metadata.items().size(), layout.size()) << launch.kernel;
+    for (size_t i = 0; i < layout.size(); ++i) {
+      const io::JsonValue &expected = metadata.items()[i];
+      EXPECT_EQ(expected.find("offset")->asInt64(), layout[i].offset)
+          << launch.kernel << " argument " << i;
+      EXPECT_EQ(expected.find("size")->asInt64(), layout[i].size)
+          << launch.kernel << " argument " << i;
+      EXPECT_EQ(expected.find("kind")->asString(), layout[i].kind)
+          << launch.kernel << " argument " << i;
+    }
+    functions.insert(launch.kernel);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+  std::printf("%d launches of %zu functions match their metadata\n", checked,
+              functions.size());
 }
