@@ -604,3 +604,9 @@ void PolicyAttr::print(AsmPrinter &printer) const {
   printGemmPolicyBody(printer, getWgrad());
   printer << ">";
 }
+
+llvm::StringRef tetra::gemmOperandName(Role role, bool lhs) {
+  if (lhs)
+    return role == Role::Fprop ? "x" : "dy";
+  return role == Role::Wgrad ? "x" : "w";
+}

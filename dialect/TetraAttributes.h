@@ -17,4 +17,14 @@
 #define GET_ATTRDEF_CLASSES
 #include "dialect/TetraAttributes.h.inc"
 
+namespace tetra {
+
+/// What a GEMM's operand is to its linear layer in `role`: "x" (the
+/// activation), "w" (the weight) or "dy" (the output gradient) — Fprop
+/// x · wᵀ, Dgrad dy · w, Wgrad dyᵀ · x. The one naming of IR, schedules,
+/// metrics and messages.
+llvm::StringRef gemmOperandName(Role role, bool lhs);
+
+} // namespace tetra
+
 #endif // TETRA_DIALECT_TETRAATTRIBUTES_H

@@ -85,7 +85,11 @@ def Tetra_QuantizeOp : Tetra_Op<"quantize",
 
     Stochastic rounding draws its bits from `random(%seed, %step)` and the
     `tensor_id` attribute (docs/numerics.md). Rotations are separate
-    (`tetra.rotate`): `quant` must not rotate.
+    (`tetra.rotate`): `quant` must not rotate. `operand` says, for a reader
+    of the IR, which GEMM operand of which linear it quantizes
+    (`"layers.0.attn.wq.fprop.x"`: the GEMM's name and `x`, `w` or `dy`; set
+    by --tetra-materialize-quantization);
+    nothing depends on it.
   }];
   let arguments = (ins
     Tetra_FloatTensor:$input,
@@ -93,7 +97,8 @@ def Tetra_QuantizeOp : Tetra_Op<"quantize",
     Tetra_OperandQuantAttr:$quant,
     Optional<I64>:$seed,
     Optional<I64>:$step,
-    DefaultValuedAttr<I64Attr, "0">:$tensor_id);
+    DefaultValuedAttr<I64Attr, "0">:$tensor_id,
+    OptionalAttr<StrAttr>:$operand);
   let results = (outs
     Tetra_CodeTensor:$codes,
     Tetra_ScaleTensor:$scales,

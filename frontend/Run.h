@@ -48,6 +48,7 @@ struct RunConfig {
   /// Where each glob of trainData / evalData is written (for messages).
   std::vector<llvm::SMLoc> trainDataLocs, evalDataLocs;
   TokenizerConfig tokenizer;
+  llvm::SMLoc tokenizerLoc; ///< Where data.tokenizer is written.
 
   int64_t seqLen = 0;
   int64_t microBatch = 1;

@@ -697,6 +697,7 @@ void RunChecker::checkGlobs(const RunExpr &expr,
 
 void RunChecker::checkTokenizer(const RunExpr &expr) {
   static const std::vector<std::string> kinds = {"bytes", "gpt2", "llama3"};
+  config.tokenizerLoc = expr.getLoc();
   if (expr.kind != RunExpr::Kind::Identifier &&
       expr.kind != RunExpr::Kind::Call) {
     error(expr, "data.tokenizer must be bytes, gpt2(\"dir\") or "

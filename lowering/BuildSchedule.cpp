@@ -143,8 +143,8 @@ describeGemm(KernelOp kernel, ArrayRef<int> argumentOfInput) {
   if (auto named = dyn_cast<NameLoc>(kernel.getLoc()))
     name = named.getName().str();
   gemm.linear = StringRef(name).rsplit('.').first.str();
-  StringRef lhsName = role == Role::Fprop ? "x" : "dy";
-  StringRef rhsName = role == Role::Wgrad ? "x" : "w";
+  StringRef lhsName = gemmOperandName(role, /*lhs=*/true);
+  StringRef rhsName = gemmOperandName(role, /*lhs=*/false);
   for (auto operand :
        {describeOperand(kernel, matmul.getLhs(), matmul.getLhsQuant(),
                         matmul.getLhsReductionDim(), lhsName, argumentOfInput),

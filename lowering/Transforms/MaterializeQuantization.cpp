@@ -102,7 +102,7 @@ private:
   LogicalResult rewrite(MatmulOp matmul, StringRef name);
   PreparedOperand prepare(OpBuilder &builder, MatmulOp matmul, Value operand,
                           OperandQuantAttr quant, unsigned axis,
-                          StringRef idKey);
+                          StringRef idKey, StringRef operandName);
 
   TensorIdAllocator tensorIds;
 };
@@ -113,7 +113,8 @@ PreparedOperand MaterializeQuantization::prepare(OpBuilder &builder,
                                                  MatmulOp matmul, Value operand,
                                                  OperandQuantAttr quant,
                                                  unsigned axis,
-                                                 StringRef idKey) {
+                                                 StringRef idKey,
+                                                 StringRef operandName) {
   Location loc = matmul.getLoc();
   MLIRContext *context = builder.getContext();
   Value values = toF32(builder, loc, operand);
@@ -152,7 +153,8 @@ PreparedOperand MaterializeQuantization::prepare(OpBuilder &builder,
                          values, builder.getI64IntegerAttr(axis), plain,
                          stochastic ? matmul.getSeed() : Value(),
                          stochastic ? matmul.getStep() : Value(),
-                         builder.getI64IntegerAttr(tensorId));
+                         builder.getI64IntegerAttr(tensorId),
+                         builder.getStringAttr(operandName));
   return {quantize.getCodes(), quantize.getScales(), quantize.getTensorScale(),
           plain};
 }
@@ -181,12 +183,18 @@ LogicalResult MaterializeQuantization::rewrite(MatmulOp matmul,
   OpBuilder builder(matmul);
   std::string role = stringifyRole(matmul.getRole()).str();
   std::string keyPrefix = (name + "|" + role + "|").str();
-  PreparedOperand lhs =
-      prepare(builder, matmul, matmul.getLhs(), policy.getLhs(),
-              matmul.getLhsReductionDim(), keyPrefix + "lhs");
-  PreparedOperand rhs =
-      prepare(builder, matmul, matmul.getRhs(), policy.getRhs(),
-              matmul.getRhsReductionDim(), keyPrefix + "rhs");
+  // "layers.0.attn.wq.fprop.x" (the GEMM's name and the operand's): which
+  // operand each quantizer is, for a reader of the IR.
+  std::string operandPrefix = (name + ".").str();
+  Role gemmRole = matmul.getRole();
+  PreparedOperand lhs = prepare(
+      builder, matmul, matmul.getLhs(), policy.getLhs(),
+      matmul.getLhsReductionDim(), keyPrefix + "lhs",
+      operandPrefix + gemmOperandName(gemmRole, /*lhs=*/true).str());
+  PreparedOperand rhs = prepare(
+      builder, matmul, matmul.getRhs(), policy.getRhs(),
+      matmul.getRhsReductionDim(), keyPrefix + "rhs",
+      operandPrefix + gemmOperandName(gemmRole, /*lhs=*/false).str());
 
   auto resultType = matmul.getResult().getType();
   Type accumulatorType = resultType.clone(builder.getF32Type());

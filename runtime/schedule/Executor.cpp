@@ -171,16 +171,19 @@ StepExecutor::runLaunches(int begin, int end, backend::Stream stream,
     }
     if (!checkFinite)
       continue;
+    // A kernel without a signature (a GPU function) has every f32 buffer it
+    // touches checked: its inputs were checked where they were written (or
+    // are parameters, finite before the update), so the first launch
+    // whose buffers hold a non-finite value is the one that made it.
     const backend::KernelSignature *signature = backend_.signature(kernels_[l]);
-    if (!signature)
-      continue;
     for (size_t a = 0; a < launch.buffers.size(); ++a) {
-      // Variadic signatures repeat their last buffer parameter.
-      const backend::BufferParam &param =
-          signature->buffers[std::min(a, signature->buffers.size() - 1)];
       const BufferDesc &desc = schedule_.buffers[launch.buffers[a]];
-      if (param.access == backend::BufferAccess::In ||
-          desc.type != backend::ElementType::F32)
+      if (desc.type != backend::ElementType::F32)
+        continue;
+      // Variadic signatures repeat their last buffer parameter.
+      if (signature &&
+          signature->buffers[std::min(a, signature->buffers.size() - 1)]
+                  .access == backend::BufferAccess::In)
         continue;
       std::vector<float> values(desc.numElements());
       if (io::Status copied =

@@ -51,7 +51,9 @@ public:
     return run(0, static_cast<int>(schedule_.launches.size()), stream);
   }
   /// Like run(), but after each launch reads back every f32 buffer the
-  /// kernel writes (out and inout, per its signature) and stops at the first
+  /// kernel writes (out and inout, per its signature; every f32 buffer it
+  /// touches where the backend knows no signature, as for GPU functions)
+  /// and stops at the first
   /// NaN or Inf: the error names the buffer, the launch and its origin —
   /// which linear and which GEMM role ("layers.3.mlp.down.wgrad at
   /// model.tetra:41:7"). Slow; for finding where a step went non-finite.

@@ -1,6 +1,7 @@
 // --tetra-materialize-quantization: each quantized tetra.matmul becomes
 // rotate -> quantize on each operand along its reduction dimension and a
-// tetra.scaled_matmul; tensor ids are FNV-1a 32 of "NAME|ROLE|OPERAND".
+// tetra.scaled_matmul; tensor ids are FNV-1a 32 of "NAME|ROLE|OPERAND", and
+// each quantizer names its operand for the reader (NAME.x, .w or .dy).
 // RUN: tetra-opt %s --split-input-file --tetra-materialize-quantization --verify-diagnostics | FileCheck %s
 
 #fix = #tetra.policy<fprop = mxfp4, dgrad = mxfp4, wgrad = mxfp4 rotate hadamard<32>>
@@ -12,15 +13,15 @@
 func.func @linear(%x: tensor<64x128xf32>, %w: tensor<96x128xf32>, %dy: tensor<64x96xf32>)
     -> (tensor<64x96xf32>, tensor<64x128xf32>, tensor<96x128xf32>) {
   // Fprop, Y = X·Wᵀ: K = in, dimension 1 of both X and W.
-  // CHECK: %[[XC:.*]], %[[XS:.*]] = tetra.quantize %[[X]] as #tetra.quant<mxfp4> along 1 {tensor_id = 3496022787 : i64} : tensor<64x128xf32> -> tensor<64x128xf4E2M1FN>, tensor<64x4xf8E8M0FNU>
-  // CHECK: %[[WC:.*]], %[[WS:.*]] = tetra.quantize %[[W]] as #tetra.quant<mxfp4> along 1 {tensor_id = 715201629 : i64} : tensor<96x128xf32> -> tensor<96x128xf4E2M1FN>, tensor<96x4xf8E8M0FNU>
+  // CHECK: %[[XC:.*]], %[[XS:.*]] = tetra.quantize %[[X]] as #tetra.quant<mxfp4> along 1 {operand = "layers.0.attn.wq.fprop.x", tensor_id = 3496022787 : i64} : tensor<64x128xf32> -> tensor<64x128xf4E2M1FN>, tensor<64x4xf8E8M0FNU>
+  // CHECK: %[[WC:.*]], %[[WS:.*]] = tetra.quantize %[[W]] as #tetra.quant<mxfp4> along 1 {operand = "layers.0.attn.wq.fprop.w", tensor_id = 715201629 : i64} : tensor<96x128xf32> -> tensor<96x128xf4E2M1FN>, tensor<96x4xf8E8M0FNU>
   // CHECK: %[[Y:.*]] = tetra.scaled_matmul (%[[XC]] scales %[[XS]] as #tetra.quant<mxfp4>), (%[[WC]] scales %[[WS]] as #tetra.quant<mxfp4>) transpose_rhs role fprop
   // CHECK-SAME: -> tensor<64x96xf32>
   %y = tetra.matmul %x, %w transpose_rhs policy #fix role fprop : tensor<64x128xf32>, tensor<96x128xf32> -> tensor<64x96xf32> loc("layers.0.attn.wq.fprop"("model.tetra":3:7))
 
   // Dgrad, dX = dY·W: K = out, dimension 1 of dY and dimension 0 of W.
-  // CHECK: %[[GC:.*]], %[[GS:.*]] = tetra.quantize %[[DY]] as #tetra.quant<mxfp4> along 1 {tensor_id = 337505635 : i64} : tensor<64x96xf32> -> tensor<64x96xf4E2M1FN>, tensor<64x3xf8E8M0FNU>
-  // CHECK: %[[VC:.*]], %[[VS:.*]] = tetra.quantize %[[W]] as #tetra.quant<mxfp4> along 0 {tensor_id = 1851651773 : i64} : tensor<96x128xf32> -> tensor<96x128xf4E2M1FN>, tensor<3x128xf8E8M0FNU>
+  // CHECK: %[[GC:.*]], %[[GS:.*]] = tetra.quantize %[[DY]] as #tetra.quant<mxfp4> along 1 {operand = "layers.0.attn.wq.dgrad.dy", tensor_id = 337505635 : i64} : tensor<64x96xf32> -> tensor<64x96xf4E2M1FN>, tensor<64x3xf8E8M0FNU>
+  // CHECK: %[[VC:.*]], %[[VS:.*]] = tetra.quantize %[[W]] as #tetra.quant<mxfp4> along 0 {operand = "layers.0.attn.wq.dgrad.w", tensor_id = 1851651773 : i64} : tensor<96x128xf32> -> tensor<96x128xf4E2M1FN>, tensor<3x128xf8E8M0FNU>
   // CHECK: %[[DX:.*]] = tetra.scaled_matmul (%[[GC]] scales %[[GS]] as #tetra.quant<mxfp4>), (%[[VC]] scales %[[VS]] as #tetra.quant<mxfp4>) role dgrad
   %dx = tetra.matmul %dy, %w policy #fix role dgrad : tensor<64x96xf32>, tensor<96x128xf32> -> tensor<64x128xf32> loc("layers.0.attn.wq.dgrad"("model.tetra":3:7))
 
@@ -28,9 +29,9 @@ func.func @linear(%x: tensor<64x128xf32>, %w: tensor<96x128xf32>, %dy: tensor<64
   // rotated there too. Quantized along the features (dimension 1) the
   // scales would be 64x3 and 64x4.
   // CHECK: %[[RDY:.*]] = tetra.rotate %[[DY]] by #tetra.rotation<hadamard<32>> along 0 : tensor<64x96xf32>
-  // CHECK: %[[DC:.*]], %[[DS:.*]] = tetra.quantize %[[RDY]] as #tetra.quant<mxfp4> along 0 {tensor_id = 3026155967 : i64} : tensor<64x96xf32> -> tensor<64x96xf4E2M1FN>, tensor<2x96xf8E8M0FNU>
+  // CHECK: %[[DC:.*]], %[[DS:.*]] = tetra.quantize %[[RDY]] as #tetra.quant<mxfp4> along 0 {operand = "layers.0.attn.wq.wgrad.dy", tensor_id = 3026155967 : i64} : tensor<64x96xf32> -> tensor<64x96xf4E2M1FN>, tensor<2x96xf8E8M0FNU>
   // CHECK: %[[RX:.*]] = tetra.rotate %[[X]] by #tetra.rotation<hadamard<32>> along 0 : tensor<64x128xf32>
-  // CHECK: %[[AC:.*]], %[[AS:.*]] = tetra.quantize %[[RX]] as #tetra.quant<mxfp4> along 0 {tensor_id = 4196161873 : i64} : tensor<64x128xf32> -> tensor<64x128xf4E2M1FN>, tensor<2x128xf8E8M0FNU>
+  // CHECK: %[[AC:.*]], %[[AS:.*]] = tetra.quantize %[[RX]] as #tetra.quant<mxfp4> along 0 {operand = "layers.0.attn.wq.wgrad.x", tensor_id = 4196161873 : i64} : tensor<64x128xf32> -> tensor<64x128xf4E2M1FN>, tensor<2x128xf8E8M0FNU>
   // CHECK: %[[DW:.*]] = tetra.scaled_matmul (%[[DC]] scales %[[DS]] as #tetra.quant<mxfp4>), (%[[AC]] scales %[[AS]] as #tetra.quant<mxfp4>) transpose_lhs role wgrad
   // CHECK-SAME: (tensor<64x96xf4E2M1FN>, tensor<2x96xf8E8M0FNU>, tensor<64x128xf4E2M1FN>, tensor<2x128xf8E8M0FNU>) -> tensor<96x128xf32>
   %dw = tetra.matmul %dy, %x transpose_lhs policy #fix role wgrad : tensor<64x96xf32>, tensor<64x128xf32> -> tensor<96x128xf32> loc("layers.0.attn.wq.wgrad"("model.tetra":3:7))
@@ -52,9 +53,9 @@ func.func @linear(%x: tensor<64x128xf32>, %w: tensor<96x128xf32>, %dy: tensor<64
 // CHECK-SAME: %[[SEED:[^:]*]]: i64, %[[STEP:[^:]*]]: i64
 func.func @stochastic(%dy: tensor<64x96xf32>, %x: tensor<64x128xf32>, %seed: i64, %step: i64) -> tensor<96x128xf32> {
   // CHECK: %[[R0:.*]] = tetra.rotate %{{.*}} by #tetra.rotation<random_hadamard<64, per_step, 9>> along 0 step(%[[STEP]]) : tensor<64x96xf32>
-  // CHECK: tetra.quantize %[[R0]] as #tetra.quant<mxfp4 round stochastic> along 0 random(%[[SEED]], %[[STEP]]) {tensor_id = 3026155967 : i64}
+  // CHECK: tetra.quantize %[[R0]] as #tetra.quant<mxfp4 round stochastic> along 0 random(%[[SEED]], %[[STEP]]) {operand = "{{[^"]*}}", tensor_id = 3026155967 : i64}
   // CHECK: %[[R1:.*]] = tetra.rotate %{{.*}} by #tetra.rotation<random_hadamard<64, per_step, 9>> along 0 step(%[[STEP]]) : tensor<64x128xf32>
-  // CHECK: tetra.quantize %[[R1]] as #tetra.quant<mxfp4> along 0 {tensor_id = 4196161873 : i64}
+  // CHECK: tetra.quantize %[[R1]] as #tetra.quant<mxfp4> along 0 {operand = "{{[^"]*}}", tensor_id = 4196161873 : i64}
   // CHECK: tetra.scaled_matmul ({{.*}} as #tetra.quant<mxfp4 round stochastic>), ({{.*}} as #tetra.quant<mxfp4>) transpose_lhs role wgrad
   %dw = tetra.matmul %dy, %x transpose_lhs random(%seed, %step) policy #sr role wgrad : tensor<64x96xf32>, tensor<64x128xf32> -> tensor<96x128xf32> loc("layers.0.attn.wq.wgrad"("model.tetra":3:7))
   return %dw : tensor<96x128xf32>
@@ -67,8 +68,8 @@ func.func @stochastic(%dy: tensor<64x96xf32>, %x: tensor<64x128xf32>, %seed: i64
 
 // CHECK-LABEL: func.func @nvfp4
 func.func @nvfp4(%x: tensor<64x128xf32>, %w: tensor<96x128xf32>) -> tensor<64x96xf32> {
-  // CHECK: %[[AC:.*]], %[[AS:.*]], %[[AT:.*]] = tetra.quantize %{{.*}} as #tetra.quant<nvfp4> along 1 {tensor_id = 854165306 : i64} : tensor<64x128xf32> -> tensor<64x128xf4E2M1FN>, tensor<64x8xf8E4M3FN>, tensor<f32>
-  // CHECK: %[[BC:.*]], %[[BS:.*]], %[[BT:.*]] = tetra.quantize %{{.*}} as #tetra.quant<nvfp4> along 1 {tensor_id = 2821367104 : i64} : tensor<96x128xf32> -> tensor<96x128xf4E2M1FN>, tensor<96x8xf8E4M3FN>, tensor<f32>
+  // CHECK: %[[AC:.*]], %[[AS:.*]], %[[AT:.*]] = tetra.quantize %{{.*}} as #tetra.quant<nvfp4> along 1 {operand = "{{[^"]*}}", tensor_id = 854165306 : i64} : tensor<64x128xf32> -> tensor<64x128xf4E2M1FN>, tensor<64x8xf8E4M3FN>, tensor<f32>
+  // CHECK: %[[BC:.*]], %[[BS:.*]], %[[BT:.*]] = tetra.quantize %{{.*}} as #tetra.quant<nvfp4> along 1 {operand = "{{[^"]*}}", tensor_id = 2821367104 : i64} : tensor<96x128xf32> -> tensor<96x128xf4E2M1FN>, tensor<96x8xf8E4M3FN>, tensor<f32>
   // CHECK: tetra.scaled_matmul (%[[AC]] scales %[[AS]] tensor_scale %[[AT]] as #tetra.quant<nvfp4>), (%[[BC]] scales %[[BS]] tensor_scale %[[BT]] as #tetra.quant<nvfp4>) transpose_rhs role fprop
   %y = tetra.matmul %x, %w transpose_rhs policy #nv role fprop : tensor<64x128xf32>, tensor<96x128xf32> -> tensor<64x96xf32> loc("nvfp4.fprop")
   return %y : tensor<64x96xf32>
@@ -89,13 +90,13 @@ func.func @unnamed(%dy: tensor<64x96xbf16>, %w: tensor<96x128xf32>, %x: tensor<6
   // CHECK: %[[G32:.*]] = arith.extf %[[G]] : tensor<64x96xbf16> to tensor<64x96xf32>
   // CHECK: %[[T:.*]] = arith.truncf %[[G32]] : tensor<64x96xf32> to tensor<64x96xbf16>
   // CHECK: %[[E:.*]] = arith.extf %[[T]] : tensor<64x96xbf16> to tensor<64x96xf32>
-  // CHECK: %[[WC:.*]], %[[WS:.*]] = tetra.quantize %[[W]] as #tetra.quant<mxfp8_e5m2 rule even> along 0 {tensor_id = 3555789795 : i64}
+  // CHECK: %[[WC:.*]], %[[WS:.*]] = tetra.quantize %[[W]] as #tetra.quant<mxfp8_e5m2 rule even> along 0 {operand = "{{[^"]*}}", tensor_id = 3555789795 : i64}
   // CHECK: %[[P:.*]] = tetra.scaled_matmul (%[[E]] as #tetra.quant<bf16>), (%[[WC]] scales %[[WS]] as #tetra.quant<mxfp8_e5m2 rule even>) role dgrad : (tensor<64x96xf32>, tensor<96x128xf8E5M2>, tensor<3x128xf8E8M0FNU>) -> tensor<64x128xf32>
   // CHECK: %[[DX:.*]] = arith.truncf %[[P]] : tensor<64x128xf32> to tensor<64x128xbf16>
   %dx = tetra.matmul %dy, %w policy #mixed role dgrad : tensor<64x96xbf16>, tensor<96x128xf32> -> tensor<64x128xbf16>
 
   // CHECK: %[[G2:.*]] = arith.extf %[[G]]
-  // CHECK: %[[DC:.*]], %[[DS:.*]] = tetra.quantize %[[G2]] as #tetra.quant<mxfp4> along 0 {tensor_id = 810315807 : i64}
+  // CHECK: %[[DC:.*]], %[[DS:.*]] = tetra.quantize %[[G2]] as #tetra.quant<mxfp4> along 0 {operand = "{{[^"]*}}", tensor_id = 810315807 : i64}
   // CHECK: tetra.scaled_matmul (%[[DC]] scales %[[DS]] as #tetra.quant<mxfp4>), (%[[X]] as #tetra.quant<f32>) transpose_lhs role wgrad
   %dw = tetra.matmul %dy, %x transpose_lhs policy #mixed role wgrad : tensor<64x96xbf16>, tensor<64x128xf32> -> tensor<96x128xf32>
   // CHECK: return %[[DX]]

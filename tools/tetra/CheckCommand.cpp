@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/tetra/Commands.h"
+#include "tools/tetra/LoadInputs.h"
 
 #include "frontend/Diagnostics.h"
 #include "frontend/Frontend.h"
@@ -202,6 +203,19 @@ bool Checker::checkRun(size_t index) {
       }
   if (!matched)
     return false;
+  // The tokenizer's ids must be rows of the model's embedding, as training
+  // checks before its first step.
+  tokenizer::TokenizerSpec spec =
+      driver::runPlanOf(*run, *model, *policy, 1).tokenizer;
+  io::Expected<std::shared_ptr<tokenizer::Tokenizer>> encoder =
+      trainer::openTokenizer(spec, driver::embeddingRows(*model));
+  if (!encoder) {
+    diags.error(run->tokenizerLoc,
+                "data.tokenizer: " + encoder.error().message() +
+                    " (model '" + model->name + "', " +
+                    run->modelPath + "): every token id must be a row");
+    return false;
+  }
   llvm::outs() << "run " << run->name << ": ok (model " << model->name
                << ", policy " << policy->name << ", " << plural(tokens, "token")
                << " per micro-batch)\n";
@@ -227,7 +241,9 @@ that checks; exits with 0 only if every file checked.
   run FILE     its model and policy loaded and resolved; every block and
                rotation of the policy must divide the size its GEMM reduces
                over: seq_len * micro_batch tokens for Wgrad, the input
-               features for Fprop, the output features for Dgrad
+               features for Fprop, the output features for Dgrad; every
+               data glob must match a file, and every id of the tokenizer
+               must be a row of the model's embedding
 
 OPTIONS
   --linears    also print every linear of each model (a model file's, a run's),

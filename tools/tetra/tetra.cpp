@@ -26,7 +26,7 @@ const Command kCommands[] = {
      emitMain, printEmitHelp},
     {"train", "compile a run's training step and train it", trainMain,
      printTrainHelp},
-    {"compile", "compile a training step's GEMM kernels into a GPU bundle",
+    {"compile", "compile a training step into a GPU bundle (tetra-run trains it)",
      compileMain, printCompileHelp},
     {"plot", "draw the loss curves of several runs into a PNG", plotMain,
      printPlotHelp},
