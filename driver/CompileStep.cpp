@@ -19,40 +19,6 @@
 using namespace mlir;
 using namespace tetra;
 
-FailureOr<CompiledStep> tetra::compileTrainingStep(
-    MLIRContext &context, const llvm::SourceMgr &sourceMgr,
-    const frontend::ModelGraph &model, const frontend::ResolvedPolicy *policy,
-    const CompileOptions &options) {
-  frontend::EmitOptions emit;
-  emit.dimensions = options.dimensions;
-  OwningOpRef<ModuleOp> module =
-      frontend::emitModule(context, sourceMgr, model, policy, emit);
-  if (!module)
-    return failure();
-
-  PassManager pm(&context);
-  PipelineOptions pipeline;
-  pipeline.beta1 = options.beta1;
-  pipeline.beta2 = options.beta2;
-  pipeline.eps = options.eps;
-  pipeline.weightDecay = options.weightDecay;
-  pipeline.clip = options.clip;
-  buildPipeline(pm, pipeline, PipelineStage::Kernels);
-  if (failed(pm.run(*module)))
-    return failure();
-
-  auto step = module->lookupSymbol<func::FuncOp>("train_step");
-  FailureOr<schedule::Schedule> plan = buildSchedule(step, options.schedule);
-  if (failed(plan))
-    return failure();
-  llvm::Expected<std::unique_ptr<cpu::CompiledKernelTable>> kernels =
-      cpu::CompiledKernelTable::compile(*module, options.jit);
-  if (!kernels)
-    return emitError(module->getLoc()) << "compiling the CPU kernels: "
-                                       << llvm::toString(kernels.takeError());
-  return CompiledStep{std::move(*plan), std::move(*kernels)};
-}
-
 namespace {
 
 /// The step's module through kernel formation, with the run's optimizer.
@@ -79,6 +45,31 @@ OwningOpRef<ModuleOp> formKernels(MLIRContext &context,
     return nullptr;
   return module;
 }
+
+} // namespace
+
+FailureOr<CompiledStep> tetra::compileTrainingStep(
+    MLIRContext &context, const llvm::SourceMgr &sourceMgr,
+    const frontend::ModelGraph &model, const frontend::ResolvedPolicy *policy,
+    const CompileOptions &options) {
+  OwningOpRef<ModuleOp> module =
+      formKernels(context, sourceMgr, model, policy, options);
+  if (!module)
+    return failure();
+
+  auto step = module->lookupSymbol<func::FuncOp>("train_step");
+  FailureOr<schedule::Schedule> plan = buildSchedule(step, options.schedule);
+  if (failed(plan))
+    return failure();
+  llvm::Expected<std::unique_ptr<cpu::CompiledKernelTable>> kernels =
+      cpu::CompiledKernelTable::compile(*module, options.jit);
+  if (!kernels)
+    return emitError(module->getLoc()) << "compiling the CPU kernels: "
+                                       << llvm::toString(kernels.takeError());
+  return CompiledStep{std::move(*plan), std::move(*kernels)};
+}
+
+namespace {
 
 /// Replaces a compiled kernel's launch by its GPU launches: their
 /// arguments ("input:N", "result:N", "scratch:NAME", "scalar:seed") bound to

@@ -182,6 +182,25 @@ struct Body {
     return result[0];
   }
 
+  /// for (i = begin; i < end; i += stride) with loop-carried values
+  /// (`each` returns the next ones; none: a plain loop): a block's threads
+  /// striding over a row.
+  SmallVector<Value>
+  strided(Value begin, Value end, int64_t stride, ValueRange init,
+          function_ref<SmallVector<Value>(Value, ValueRange)> each) {
+    auto loop = scf::ForOp::create(b, begin, end, e.cIndex(stride), init);
+    OpBuilder::InsertionGuard guard(b);
+    if (init.empty()) { // the loop has its terminator already
+      b.setInsertionPoint(loop.getBody()->getTerminator());
+      each(loop.getInductionVar(), {});
+    } else {
+      b.setInsertionPointToEnd(loop.getBody());
+      scf::YieldOp::create(
+          b, each(loop.getInductionVar(), loop.getRegionIterArgs()));
+    }
+    return SmallVector<Value>(loop.getResults());
+  }
+
   /// The block's threads' values combined in a fixed tree through
   /// `shared` (one slot per thread); every thread gets the result.
   Value reduce(Value x, Value shared, int64_t threads,
@@ -610,18 +629,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           auto columns = [&](ValueRange init,
                              function_ref<SmallVector<Value>(Value, ValueRange)>
                                  each) {
-            auto loop = scf::ForOp::create(body.b, tid, e.cIndex(dim),
-                                           e.cIndex(kRowThreads), init);
-            OpBuilder::InsertionGuard guard(body.b);
-            if (init.empty()) { // the loop has its terminator already
-              body.b.setInsertionPoint(loop.getBody()->getTerminator());
-              each(loop.getInductionVar(), {});
-            } else {
-              body.b.setInsertionPointToEnd(loop.getBody());
-              scf::YieldOp::create(body.b, each(loop.getInductionVar(),
-                                                loop.getRegionIterArgs()));
-            }
-            return loop.getResults();
+            return body.strided(tid, e.cIndex(dim), kRowThreads, init, each);
           };
           Value partial =
               columns({body.cF64(0.0)}, [&](Value c, ValueRange acc) {
@@ -658,38 +666,33 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           Value shared = body.sharedArray(kRowThreads, f32);
           Value row = body.block(), tid = body.thread();
           Value base = e.mulIndex(row, e.cIndex(dim));
-          auto loop = scf::ForOp::create(body.b, tid, e.cIndex(dim),
-                                         e.cIndex(kRowThreads),
-                                         ValueRange{e.cF32(0.0f)});
-          {
-            OpBuilder::InsertionGuard guard(body.b);
-            body.b.setInsertionPointToEnd(loop.getBody());
-            Value c = loop.getInductionVar();
-            Value at = e.addIndex(base, c);
-            Value term = e.mulf(e.mulf(body.load(body.arg(3), at),
-                                       body.load(body.arg(1), c)),
-                                body.load(body.arg(0), at));
-            scf::YieldOp::create(body.b,
-                                 ValueRange{e.addf(loop.getRegionIterArgs()[0],
-                                                   term)});
-          }
-          Value gx = body.reduce(loop.getResult(0), shared, kRowThreads,
+          Value partial =
+              body.strided(tid, e.cIndex(dim), kRowThreads,
+                           ValueRange{e.cF32(0.0f)},
+                           [&](Value c, ValueRange acc) {
+                             Value at = e.addIndex(base, c);
+                             Value term =
+                                 e.mulf(e.mulf(body.load(body.arg(3), at),
+                                               body.load(body.arg(1), c)),
+                                        body.load(body.arg(0), at));
+                             return SmallVector<Value>{e.addf(acc[0], term)};
+                           })[0];
+          Value gx = body.reduce(partial, shared, kRowThreads,
                                  [&](Value a, Value b) { return e.addf(a, b); });
           Value scale = body.load(body.arg(2), row);
           Value correction =
               e.divf(e.mulf(e.mulf(e.mulf(scale, scale), scale), gx),
                      e.cF32(static_cast<float>(dim)));
-          auto write = scf::ForOp::create(body.b, tid, e.cIndex(dim),
-                                          e.cIndex(kRowThreads));
-          OpBuilder::InsertionGuard guard(body.b);
-          body.b.setInsertionPointToStart(write.getBody());
-          Value c = write.getInductionVar();
-          Value at = e.addIndex(base, c);
-          Value value = e.subf(
-              e.mulf(e.mulf(scale, body.load(body.arg(3), at)),
-                     body.load(body.arg(1), c)),
-              e.mulf(correction, body.load(body.arg(0), at)));
-          body.store(value, body.arg(4), at);
+          body.strided(tid, e.cIndex(dim), kRowThreads, {},
+                       [&](Value c, ValueRange) {
+                         Value at = e.addIndex(base, c);
+                         Value value = e.subf(
+                             e.mulf(e.mulf(scale, body.load(body.arg(3), at)),
+                                    body.load(body.arg(1), c)),
+                             e.mulf(correction, body.load(body.arg(0), at)));
+                         body.store(value, body.arg(4), at);
+                         return SmallVector<Value>{};
+                       });
         });
     add(dx, rowGrid, kRowThreads, launch);
     // dweight: a thread per column sums the rows in order, as the CPU.
@@ -1021,15 +1024,11 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           Value base = e.mulIndex(row, e.cIndex(vocab));
           auto columns = [&](Value init,
                              function_ref<Value(Value, Value)> each) {
-            auto loop = scf::ForOp::create(body.b, tid, e.cIndex(vocab),
-                                           e.cIndex(kRowThreads),
-                                           ValueRange{init});
-            OpBuilder::InsertionGuard guard(body.b);
-            body.b.setInsertionPointToEnd(loop.getBody());
-            scf::YieldOp::create(
-                body.b, ValueRange{each(loop.getInductionVar(),
-                                        loop.getRegionIterArgs()[0])});
-            return loop.getResult(0);
+            return body.strided(tid, e.cIndex(vocab), kRowThreads,
+                                ValueRange{init},
+                                [&](Value c, ValueRange acc) {
+                                  return SmallVector<Value>{each(c, acc[0])};
+                                })[0];
           };
           Value largest = columns(body.cF64(-INFINITY), [&](Value c, Value m) {
             Value x = body.toF64(body.load(body.arg(0), e.addIndex(base, c)));
@@ -1126,20 +1125,16 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
             Value last = arith::MinUIOp::create(
                 body.b, e.addIndex(first, e.cIndex(kNormPiece)),
                 e.cIndex(count));
-            auto loop = scf::ForOp::create(
-                body.b, e.addIndex(first, body.thread()), last,
-                e.cIndex(kRowThreads), ValueRange{body.cF64(0.0)});
-            {
-              OpBuilder::InsertionGuard guard(body.b);
-              body.b.setInsertionPointToEnd(loop.getBody());
-              Value x =
-                  body.toF64(body.load(body.arg(0), loop.getInductionVar()));
-              scf::YieldOp::create(
-                  body.b,
-                  ValueRange{e.addf(loop.getRegionIterArgs()[0], e.mulf(x, x))});
-            }
+            Value partial =
+                body.strided(e.addIndex(first, body.thread()), last,
+                             kRowThreads, ValueRange{body.cF64(0.0)},
+                             [&](Value i, ValueRange acc) {
+                               Value x = body.toF64(body.load(body.arg(0), i));
+                               return SmallVector<Value>{
+                                   e.addf(acc[0], e.mulf(x, x))};
+                             })[0];
             Value sum =
-                body.reduce(loop.getResult(0), shared, kRowThreads,
+                body.reduce(partial, shared, kRowThreads,
                             [&](Value a, Value b) { return e.addf(a, b); });
             body.ifThen(arith::CmpIOp::create(body.b, CmpIPredicate::eq,
                                               body.thread(), e.cIndex(0)),
@@ -1163,19 +1158,14 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
         [&](Body &body) {
           QuantizationEmitter &e = body.e;
           Value shared = body.sharedArray(kRowThreads, f64);
-          auto loop = scf::ForOp::create(body.b, body.thread(),
-                                         e.cIndex(pieces),
-                                         e.cIndex(kRowThreads),
-                                         ValueRange{body.cF64(0.0)});
-          {
-            OpBuilder::InsertionGuard guard(body.b);
-            body.b.setInsertionPointToEnd(loop.getBody());
-            scf::YieldOp::create(
-                body.b, ValueRange{e.addf(loop.getRegionIterArgs()[0],
-                                          body.load(body.arg(1),
-                                                    loop.getInductionVar()))});
-          }
-          Value sum = body.reduce(loop.getResult(0), shared, kRowThreads,
+          Value partial =
+              body.strided(body.thread(), e.cIndex(pieces), kRowThreads,
+                           ValueRange{body.cF64(0.0)},
+                           [&](Value i, ValueRange acc) {
+                             return SmallVector<Value>{
+                                 e.addf(acc[0], body.load(body.arg(1), i))};
+                           })[0];
+          Value sum = body.reduce(partial, shared, kRowThreads,
                                   [&](Value a, Value b) { return e.addf(a, b); });
           body.ifThen(arith::CmpIOp::create(body.b, CmpIPredicate::eq,
                                             body.thread(), e.cIndex(0)),

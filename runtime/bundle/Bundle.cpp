@@ -2,22 +2,12 @@
 
 #include "runtime/bundle/Bundle.h"
 
-#include <fstream>
-#include <sstream>
+#include "runtime/io/AtomicFile.h"
 
 using namespace tetra;
 using namespace tetra::bundle;
 
 namespace {
-
-io::Expected<std::string> readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return io::Error("cannot read '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 /// The member `key` of `object` of kind `kind`, or an error saying where.
 io::Expected<const io::JsonValue *> member(const io::JsonValue &object,
@@ -85,7 +75,7 @@ io::Status Launch::bind(const std::map<std::string, backend::Buffer> &buffers,
 
 io::Expected<Bundle> Bundle::open(const std::string &directory) {
   std::string path = directory + "/manifest.json";
-  io::Expected<std::string> content = readFile(path);
+  io::Expected<std::string> content = io::readFile(path);
   if (!content)
     return content.error();
   io::Expected<io::JsonValue> manifest = io::parseJson(*content);
@@ -172,5 +162,5 @@ io::Expected<Bundle> Bundle::open(const std::string &directory) {
 }
 
 io::Expected<std::string> Bundle::code(const Kernel &kernel) const {
-  return readFile(directory + "/" + kernel.codeFile);
+  return io::readFile(directory + "/" + kernel.codeFile);
 }

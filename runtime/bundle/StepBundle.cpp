@@ -4,28 +4,14 @@
 
 #include "runtime/backend/CudaBackend.h"
 #include "runtime/backend/HipBackend.h"
+#include "runtime/io/AtomicFile.h"
 #include "runtime/io/Json.h"
 
 #include <cinttypes>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 using namespace tetra;
 using namespace tetra::bundle;
-
-namespace {
-
-io::Expected<std::string> readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return io::Error("cannot read '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-} // namespace
 
 io::Expected<std::string>
 bundle::checksumOf(const std::string &directory,
@@ -38,7 +24,7 @@ bundle::checksumOf(const std::string &directory,
     }
   };
   for (const std::string &file : files) {
-    io::Expected<std::string> bytes = readFile(directory + "/" + file);
+    io::Expected<std::string> bytes = io::readFile(directory + "/" + file);
     if (!bytes)
       return bytes.error();
     mix(file);
@@ -51,7 +37,7 @@ bundle::checksumOf(const std::string &directory,
 
 io::Expected<StepBundle> StepBundle::open(const std::string &directory) {
   const std::string where = "bundle '" + directory + "'";
-  io::Expected<std::string> manifestText = readFile(directory + "/manifest.json");
+  io::Expected<std::string> manifestText = io::readFile(directory + "/manifest.json");
   if (!manifestText)
     return io::Error(where + ": no manifest.json (not a step bundle?)");
   io::Expected<io::JsonValue> manifest = io::parseJson(*manifestText);
@@ -97,7 +83,7 @@ io::Expected<StepBundle> StepBundle::open(const std::string &directory) {
     bundle.code.push_back(std::move(object));
   }
 
-  io::Expected<std::string> stored = readFile(directory + "/checksum");
+  io::Expected<std::string> stored = io::readFile(directory + "/checksum");
   if (!stored)
     return io::Error(where + ": no checksum file");
   io::Expected<std::string> actual = checksumOf(directory, checked);
@@ -112,13 +98,13 @@ io::Expected<StepBundle> StepBundle::open(const std::string &directory) {
                      "'): the bundle is corrupt or was edited");
 
   for (StepCode &object : bundle.code) {
-    io::Expected<std::string> bytes = readFile(directory + "/" + object.file);
+    io::Expected<std::string> bytes = io::readFile(directory + "/" + object.file);
     if (!bytes)
       return io::Error(where + ": " + bytes.error().message());
     object.bytes = std::move(*bytes);
   }
   io::Expected<std::string> scheduleText =
-      readFile(directory + "/schedule.json");
+      io::readFile(directory + "/schedule.json");
   if (!scheduleText)
     return io::Error(where + ": " + scheduleText.error().message());
   io::Expected<schedule::Schedule> plan = schedule::fromJson(*scheduleText);
@@ -126,7 +112,7 @@ io::Expected<StepBundle> StepBundle::open(const std::string &directory) {
     return io::Error(where + ": schedule.json: " + plan.error().message());
   bundle.schedule = std::move(*plan);
   io::Expected<std::string> referenceText =
-      readFile(directory + "/reference.json");
+      io::readFile(directory + "/reference.json");
   if (!referenceText)
     return io::Error(where + ": " + referenceText.error().message());
   io::Expected<schedule::Schedule> reference =
@@ -152,7 +138,7 @@ io::Expected<StepBundle> StepBundle::open(const std::string &directory) {
       static_cast<int>(bundle.schedule.launches.size()))
     return io::Error(where + ": manifest.json: 'first_launch' must end at the "
                              "schedule's end");
-  io::Expected<std::string> runText = readFile(directory + "/run_plan.json");
+  io::Expected<std::string> runText = io::readFile(directory + "/run_plan.json");
   if (!runText)
     return io::Error(where + ": " + runText.error().message());
   io::Expected<io::JsonValue> runJson = io::parseJson(*runText);

@@ -2,6 +2,9 @@
 
 #include "runtime/io/AtomicFile.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -153,6 +156,15 @@ Status writeFileAtomically(const std::string &path, std::string_view contents) {
   if (Status status = writer->write(contents); !status)
     return status;
   return writer->commit();
+}
+
+Expected<std::string> readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Error("cannot read '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 } // namespace tetra::io

@@ -63,6 +63,10 @@ private:
 /// Writes `contents` to `path` atomically.
 Status writeFileAtomically(const std::string &path, std::string_view contents);
 
+/// The whole file at `path` as bytes; an error naming it when it cannot
+/// be read.
+Expected<std::string> readFile(const std::string &path);
+
 } // namespace tetra::io
 
 #endif // TETRA_RUNTIME_IO_ATOMICFILE_H
