@@ -12,9 +12,10 @@
 # CPU's) and 50 steps; a run stopped at step 25 and resumed must give the
 # uninterrupted run's losses bit for bit; the 125M bundles' tokens/s beside
 # PyTorch's at the same shape. Everything lands in one archive,
-# $OUT/gpu_step.tgz (logs, metrics, checkpoints); a table last, with the
-# seconds each part took. CHECK=0 skips the kernel checks; STEPS_125M sets the
-# 125M runs' steps (default 4); each command has a time limit.
+# $OUT/gpu_step.tgz (logs, metrics, the tiny runs' checkpoints: the device
+# tool returns at most a few files); a table last, with the seconds each part
+# took. CHECK=0 skips the kernel checks; STEPS_125M sets the 125M runs' steps
+# (default 4); each command has a time limit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp}/gpu_step"
@@ -86,6 +87,7 @@ for bundle in build/step-bundles/125m-*.tbundle; do
     --out "$out/speed/$policy" \
     --label "125m/$policy" --quiet > "$out/speed-$policy.txt" 2>&1
   summary+=("125m $policy: $(tail -1 "$out/speed-$policy.txt" | sed 's/; metrics.*//')")
+  rm -rf "$out/speed/$policy/checkpoints" # 1.5 GB a run: not worth carrying back
 done
 if [[ -f build/peers/peers_h200.py ]]; then
   summary+=("$(elapsed) peers start")
