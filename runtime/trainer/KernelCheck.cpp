@@ -37,25 +37,10 @@ Trainer::checkKernels(const schedule::Schedule &reference,
   if (!library)
     return library.error();
 
-  // The next step's scalars and first micro-batch, as runStep sets them.
-  const int64_t step = step_ + 1;
-  std::map<std::string, backend::Scalar> bound = {
-      {"step", backend::Scalar::integer(step)},
-      {"lr", backend::Scalar::real(config_.lr.at(step))},
-      {"seed", backend::Scalar::integer(static_cast<int64_t>(config_.seed))},
-      {"grad_scale", backend::Scalar::real(
-                         1.0 / static_cast<double>(config_.microBatches))},
-      {"micro_batch", backend::Scalar::integer(0)}};
-  for (const auto &[name, value] : bound)
-    executor_->setScalar(name, value);
-  data::Batch batch;
-  io::Expected<bool> got = train_.nextBatch(batch);
-  if (!got)
-    return got.error();
-  if (!*got)
-    return io::Error("checkKernels: no training data");
-  if (io::Status uploaded = uploadBatch(batch); !uploaded)
-    return uploaded.error();
+  // The next step's first micro-batch, as runStep runs it.
+  std::map<std::string, backend::Scalar> bound = stepScalars(step_ + 1);
+  if (io::Status prepared = prepareNextStep(); !prepared)
+    return prepared.error();
 
   // Which reference launch each GPU launch belongs to.
   std::vector<int> owner(gpuSchedule.launches.size());
@@ -188,25 +173,8 @@ Trainer::checkKernels(const schedule::Schedule &reference,
 }
 
 io::Expected<std::vector<double>> Trainer::profileStep() {
-  const int64_t step = step_ + 1;
-  executor_->setScalar("step", backend::Scalar::integer(step));
-  executor_->setScalar("lr", backend::Scalar::real(config_.lr.at(step)));
-  executor_->setScalar(
-      "seed", backend::Scalar::integer(static_cast<int64_t>(config_.seed)));
-  executor_->setScalar("grad_scale",
-                       backend::Scalar::real(
-                           1.0 / static_cast<double>(config_.microBatches)));
-  executor_->setScalar("micro_batch", backend::Scalar::integer(0));
-  data::Batch batch;
-  io::Expected<bool> got = train_.nextBatch(batch);
-  if (!got)
-    return got.error();
-  if (!*got)
-    return io::Error("profileStep: no training data");
-  if (io::Status uploaded = uploadBatch(batch); !uploaded)
-    return uploaded.error();
-  if (io::Status done = backend_.synchronize(); !done)
-    return done.error();
+  if (io::Status prepared = prepareNextStep(); !prepared)
+    return prepared.error();
   const int launches =
       static_cast<int>(executor_->schedule().launches.size());
   std::vector<double> seconds(launches, 0.0);

@@ -215,16 +215,38 @@ io::Error Trainer::locateNonFinite(const std::string &what,
   return io::Error(what + " (not reproduced by a checked re-run)");
 }
 
+std::map<std::string, backend::Scalar>
+Trainer::stepScalars(int64_t step) const {
+  return {{"step", backend::Scalar::integer(step)},
+          {"lr", backend::Scalar::real(config_.lr.at(step))},
+          {"seed", backend::Scalar::integer(static_cast<int64_t>(config_.seed))},
+          {"grad_scale", backend::Scalar::real(
+                             1.0 / static_cast<double>(config_.microBatches))},
+          {"micro_batch", backend::Scalar::integer(0)}};
+}
+
+io::Status Trainer::prepareNextStep() {
+  for (const auto &[name, value] : stepScalars(step_ + 1))
+    executor_->setScalar(name, value);
+  data::Batch batch;
+  io::Expected<bool> got = train_.nextBatch(batch);
+  if (!got)
+    return got.error();
+  if (!*got)
+    return io::Error("step " + std::to_string(step_ + 1) +
+                     ": the training data ran out");
+  if (io::Status uploaded = uploadBatch(batch); !uploaded)
+    return uploaded;
+  return backend_.synchronize();
+}
+
 io::Expected<Trainer::StepOutcome> Trainer::runStep(int64_t step, double lr,
                                                     bool measure) {
   const schedule::Schedule &schedule = executor_->schedule();
   const int64_t micro = config_.microBatches;
-  executor_->setScalar("step", backend::Scalar::integer(step));
+  for (const auto &[name, value] : stepScalars(step))
+    executor_->setScalar(name, value);
   executor_->setScalar("lr", backend::Scalar::real(lr));
-  executor_->setScalar(
-      "seed", backend::Scalar::integer(static_cast<int64_t>(config_.seed)));
-  executor_->setScalar("grad_scale",
-                       backend::Scalar::real(1.0 / static_cast<double>(micro)));
   std::vector<data::Batch> batches(static_cast<size_t>(micro));
   StepOutcome outcome;
   std::string where = "step " + std::to_string(step) + ": ";

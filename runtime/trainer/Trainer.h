@@ -163,6 +163,13 @@ private:
   io::Status upload(const std::string &name, const void *data, size_t bytes);
   io::Expected<std::string> saveCheckpoint(double elapsedSeconds);
   io::Status uploadBatch(const data::Batch &batch);
+  /// The run-time scalars the schedule's launches read in step `step`'s
+  /// first micro-batch (step, lr, seed, grad_scale, micro_batch 0).
+  std::map<std::string, backend::Scalar> stepScalars(int64_t step) const;
+  /// Sets stepScalars(step() + 1) and uploads the next training batch: the
+  /// next step's first micro-batch, ready to run (checkKernels,
+  /// profileStep).
+  io::Status prepareNextStep();
 
   backend::Backend &backend_;
   TrainerConfig config_;
