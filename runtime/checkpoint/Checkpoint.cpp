@@ -137,18 +137,8 @@ Expected<std::string> saveCheckpoint(const std::string &directory,
                                      const TrainingState &state) {
   if (state.step < 0)
     return Error("checkpoint: negative step " + std::to_string(state.step));
-  // Create the directory and its missing parents (mkdir -p).
-  for (size_t at = 1; at <= directory.size(); ++at) {
-    if (at != directory.size() && directory[at] != '/')
-      continue;
-    std::string prefix = directory.substr(0, at);
-    if (::mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST)
-      return Error(prefix + ": cannot create the checkpoint directory: " +
-                   std::strerror(errno));
-  }
-  struct stat st;
-  if (::stat(directory.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return Error(directory + ": not a directory");
+  if (Status created = io::createDirectories(directory); !created)
+    return Error("checkpoint: " + created.error().message());
   for (const Tensor &t : state.parameters)
     if (t.name.rfind("optimizer.", 0) == 0 || t.name.rfind("__", 0) == 0)
       return Error("checkpoint: parameter name \"" + t.name +

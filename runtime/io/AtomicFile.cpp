@@ -2,13 +2,12 @@
 
 #include "runtime/io/AtomicFile.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
+#include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -165,6 +164,21 @@ Expected<std::string> readFile(const std::string &path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+Status createDirectories(const std::string &path) {
+  for (size_t at = 1; at <= path.size(); ++at) {
+    if (at != path.size() && path[at] != '/')
+      continue;
+    std::string prefix = path.substr(0, at);
+    if (::mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST)
+      return Error("cannot create the directory '" + prefix +
+                   "': " + std::strerror(errno));
+  }
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+    return Error("'" + path + "' is not a directory");
+  return success();
 }
 
 } // namespace tetra::io

@@ -67,6 +67,10 @@ Status writeFileAtomically(const std::string &path, std::string_view contents);
 /// be read.
 Expected<std::string> readFile(const std::string &path);
 
+/// Creates `path` and its missing parents (mkdir -p); an error naming the
+/// first one that cannot be made, or a path that is not a directory.
+Status createDirectories(const std::string &path);
+
 } // namespace tetra::io
 
 #endif // TETRA_RUNTIME_IO_ATOMICFILE_H

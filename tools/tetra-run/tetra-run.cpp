@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/bundle/StepBundle.h"
+#include "runtime/io/AtomicFile.h"
 #include "runtime/trainer/RunPlan.h"
 #include "runtime/trainer/Trainer.h"
 
@@ -308,9 +309,9 @@ int main(int argc, char **argv) {
     return fail("'" + config.metricsPath +
                 "' exists: another run's results are never overwritten "
                 "(choose --out, or --resume " + outDir + ")");
-  std::string command = "mkdir -p '" + outDir + "'";
-  if (!checkKernels && !profile && std::system(command.c_str()) != 0)
-    return fail("cannot create '" + outDir + "'");
+  if (!checkKernels && !profile)
+    if (io::Status created = io::createDirectories(outDir); !created)
+      return fail(created.error().message());
 
   io::Expected<std::unique_ptr<trainer::Trainer>> trainer =
       trainer::Trainer::create(**gpu, bundle->schedule, *modules, config,

@@ -139,19 +139,6 @@ io::Status claimOutputs(const std::string &metricsPath,
   return io::success();
 }
 
-bool makeDirectories(const std::string &path) {
-  std::string partial;
-  for (size_t i = 0; i <= path.size(); ++i) {
-    if (i == path.size() || path[i] == '/') {
-      partial = path.substr(0, i);
-      if (!partial.empty())
-        mkdir(partial.c_str(), 0755);
-    }
-  }
-  struct stat info;
-  return stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
-}
-
 /// The number of rows of the embedding table the model reads tokens with:
 /// every token id must be below it.
 /// FNV-1a (64 bits) of the files' bytes in order, as 16 hex digits: the same
@@ -357,8 +344,8 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
             claimOutputs(metricsPath, checkpointDir, force, outDir);
         !claimed)
       return fail(claimed.error().message());
-  if (!makeDirectories(outDir))
-    return fail("cannot create the output directory '" + outDir + "'");
+  if (io::Status created = io::createDirectories(outDir); !created)
+    return fail(created.error().message());
   // The curves' name: the label, else the run's with its variant.
   const std::string runName = label.empty() ? run->name + variant : label;
   if (struct stat info; resumeFrom.empty() ||
