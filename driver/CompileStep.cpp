@@ -246,7 +246,7 @@ FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
   for (const GpuKernelCode &kernel : compiled)
     byName[kernel.name] = &kernel;
 
-  conversion::GpuLibraryBuilder library(*module);
+  conversion::GpuLibraryBuilder library(*module, targetName(target));
   schedule::Schedule reference = *plan;
   std::vector<int> firstLaunch;
   std::vector<schedule::Launch> launches;

@@ -15,7 +15,8 @@
 # $OUT/gpu_step.tgz (logs, metrics, the tiny runs' checkpoints: the device
 # tool returns at most a few files); a table last, with the seconds each part
 # took. CHECK=0 skips the kernel checks; STEPS_125M sets the 125M runs' steps
-# (default 4); each command has a time limit.
+# (default 4); PROFILE=1 adds each 125M bundle's per-kernel profile
+# (tetra-run --profile); each command has a time limit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp}/gpu_step"
@@ -87,6 +88,11 @@ for bundle in build/step-bundles/125m-*.tbundle; do
     --out "$out/speed/$policy" \
     --label "125m/$policy" --quiet > "$out/speed-$policy.txt" 2>&1
   summary+=("125m $policy: $(tail -1 "$out/speed-$policy.txt" | sed 's/; metrics.*//')")
+  if [[ ${PROFILE:-0} != 0 ]]; then
+    timeout 120 $run "$bundle" --data data/c4/c4-train.sample.json.gz \
+      --tokenizer gpt2:data/tokenizers/gpt2 --profile > "$out/profile-$policy.txt" 2>&1
+    summary+=("125m $policy profile: $(tail -1 "$out/profile-$policy.txt")")
+  fi
   rm -rf "$out/speed/$policy/checkpoints" # 1.5 GB a run: not worth carrying back
 done
 if [[ -f build/peers/peers_h200.py ]]; then

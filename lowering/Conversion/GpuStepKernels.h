@@ -19,10 +19,12 @@
 //     and clipping one launch per tensor.
 //
 // Each computes what the CPU kernel computes, in the same order wherever
-// that costs nothing on a GPU (a thread per attention row runs the CPU's
-// loops; columns of the scatter-style sums are summed over rows in order,
+// that costs nothing on a GPU (columns of the scatter-style sums are summed over rows in order,
 // with no atomics): results are deterministic, and equal to the CPU's or
 // within the rounding of a different summation tree (block reductions).
+// Attention runs on the matrix units (AttentionKernelPlan.h) where its
+// head_dim allows (a multiple of 16, at most 128), else a thread per query
+// row (and per key row for dK, dV) runs the CPU's loops.
 // exp is the CPU's fastExp (Cephes) and log a series in fp64, both in arith
 // ops; RoPE's cos/sin come from the same function as the CPU's table
 // (kernels::ropeCosSin), as constant tables in the module.
@@ -39,10 +41,13 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace tetra::conversion {
+
+class AttentionMatrixTile;
 
 /// Threads per block of the one-thread-per-element launches.
 constexpr int64_t kElementwiseThreads = 256;
@@ -58,7 +63,10 @@ mlir::LogicalResult lowerElementwiseKernel(KernelOp kernel,
 /// (`tetra_library`) at the end of a module.
 class GpuLibraryBuilder {
 public:
-  explicit GpuLibraryBuilder(mlir::ModuleOp module);
+  /// `chip` ("sm_90a", "gfx950") picks the matrix instruction of the tiled
+  /// attention (AttentionKernelPlan.h).
+  GpuLibraryBuilder(mlir::ModuleOp module, llvm::StringRef chip);
+  ~GpuLibraryBuilder();
 
   /// Appends to `launches` the GPU launches that do what `launch` (a
   /// library kernel's launch of `schedule`) does, building their functions
@@ -71,6 +79,7 @@ public:
 
 private:
   mlir::gpu::GPUModuleOp library_;
+  std::unique_ptr<AttentionMatrixTile> attentionTile_;
   /// Functions built so far, by kernel and shape.
   std::map<std::string, std::string> built_;
   std::map<std::string, int> perKernel_;

@@ -40,6 +40,7 @@
 #include "lowering/Conversion/Passes.h"
 
 #include "dialect/TetraOps.h"
+#include "lowering/Conversion/AttentionKernelPlan.h"
 #include "lowering/Conversion/GemmKernelPlan.h"
 #include "lowering/Conversion/QuantizationEmitter.h"
 
@@ -327,3 +328,63 @@ void ConvertTetraToAMDGPU::runOnOperation() {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// Attention's matrix instruction (AttentionKernelPlan.h)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// v_mfma_f32_16x16x4_f32 (exact fp32 products), lane l = i + 16 j holding
+/// A's (i, j), B's (j, i) and the accumulators (4 j + r, i), r < 4.
+class AMDGPUAttentionTile final : public AttentionMatrixTile {
+public:
+  int64_t lanes() const override { return 64; }
+  int64_t tileN() const override { return 16; }
+  int64_t tileK() const override { return 4; }
+  int64_t aValues() const override { return 1; }
+  int64_t bValues() const override { return 1; }
+  int64_t cValues() const override { return 4; }
+  std::pair<Value, Value> aAt(QuantizationEmitter &e, Value lane,
+                              int64_t) const override {
+    return {column(e, lane), e.divIndex(lane, 16)};
+  }
+  std::pair<Value, Value> bAt(QuantizationEmitter &e, Value lane,
+                              int64_t) const override {
+    return {e.divIndex(lane, 16), column(e, lane)};
+  }
+  std::pair<Value, Value> cAt(QuantizationEmitter &e, Value lane,
+                              int64_t r) const override {
+    return {e.addIndex(e.mulIndex(e.divIndex(lane, 16), e.cIndex(4)),
+                       e.cIndex(r)),
+            column(e, lane)};
+  }
+  int64_t rowSlots() const override { return 4; }
+  int64_t rowSlot(int64_t r) const override { return r; }
+  SmallVector<int32_t> rowPartners() const override { return {1, 2, 4, 8}; }
+  int64_t sharedBytes() const override { return 64 * 1024; }
+
+  SmallVector<Value> multiply(QuantizationEmitter &e, ArrayRef<Value> a,
+                              ArrayRef<Value> b,
+                              ArrayRef<Value> c) const override {
+    auto type = VectorType::get({4}, e.f32());
+    Value acc = vector::FromElementsOp::create(e.b, type, c);
+    Value d = amdgpu::MFMAOp::create(e.b, type, 16, 16, 4, 1, a[0], b[0], acc);
+    SmallVector<Value> result;
+    for (int64_t r = 0; r < 4; ++r)
+      result.push_back(vector::ExtractOp::create(e.b, d, r));
+    return result;
+  }
+
+private:
+  static Value column(QuantizationEmitter &e, Value lane) {
+    return arith::RemUIOp::create(e.b, lane, e.cIndex(16));
+  }
+};
+
+} // namespace
+
+std::unique_ptr<AttentionMatrixTile>
+tetra::conversion::createAMDGPUAttentionTile() {
+  return std::make_unique<AMDGPUAttentionTile>();
+}

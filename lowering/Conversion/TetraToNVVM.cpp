@@ -43,6 +43,7 @@
 #include "lowering/Conversion/Passes.h"
 
 #include "dialect/TetraOps.h"
+#include "lowering/Conversion/AttentionKernelPlan.h"
 #include "lowering/Conversion/GemmKernelPlan.h"
 #include "lowering/Conversion/QuantizationEmitter.h"
 #include "lowering/NumericsOf.h"
@@ -830,3 +831,99 @@ void ConvertTetraToNVVM::runOnOperation() {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// Attention's matrix instruction (AttentionKernelPlan.h)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// mma.sync.m16n8k8 with TF32 operands, lane 4g + t holding A's (g, t),
+/// (g + 8, t), (g, t + 4), (g + 8, t + 4), B's (t, g), (t + 4, g) and the
+/// accumulators (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1). Each
+/// fp32 operand x is split into hi = x rounded to TF32 and lo = x - hi
+/// (exact), and a b is summed as lo·hi + hi·lo + hi·hi: the fp32 product
+/// but for lo·lo (below 2^-21 of it) and lo's own TF32 rounding.
+class NVVMAttentionTile final : public AttentionMatrixTile {
+public:
+  int64_t lanes() const override { return 32; }
+  int64_t tileN() const override { return 8; }
+  int64_t tileK() const override { return 8; }
+  int64_t aValues() const override { return 4; }
+  int64_t bValues() const override { return 2; }
+  int64_t cValues() const override { return 4; }
+  std::pair<Value, Value> aAt(QuantizationEmitter &e, Value lane,
+                              int64_t r) const override {
+    return {e.addIndex(group(e, lane), e.cIndex(8 * (r & 1))),
+            e.addIndex(inGroup(e, lane), e.cIndex(4 * (r >> 1)))};
+  }
+  std::pair<Value, Value> bAt(QuantizationEmitter &e, Value lane,
+                              int64_t r) const override {
+    return {e.addIndex(inGroup(e, lane), e.cIndex(4 * r)), group(e, lane)};
+  }
+  std::pair<Value, Value> cAt(QuantizationEmitter &e, Value lane,
+                              int64_t r) const override {
+    return {e.addIndex(group(e, lane), e.cIndex(8 * (r >> 1))),
+            e.addIndex(e.mulIndex(inGroup(e, lane), e.cIndex(2)),
+                       e.cIndex(r & 1))};
+  }
+  int64_t rowSlots() const override { return 2; }
+  int64_t rowSlot(int64_t r) const override { return r >> 1; }
+  SmallVector<int32_t> rowPartners() const override { return {1, 2}; }
+  int64_t sharedBytes() const override { return 48 * 1024; }
+
+  SmallVector<Value> multiply(QuantizationEmitter &e, ArrayRef<Value> a,
+                              ArrayRef<Value> b,
+                              ArrayRef<Value> c) const override {
+    auto split = [&](ArrayRef<Value> x, SmallVector<Value> &hi,
+                     SmallVector<Value> &lo) {
+      for (Value value : x) {
+        Value bits = e.bitcast(value, e.i32());
+        // Round to nearest (ties away) at TF32's 10 fraction bits.
+        Value high = e.bitAnd(e.add(bits, e.c32(0x1000)),
+                              e.c32(static_cast<int32_t>(0xFFFFE000u)));
+        hi.push_back(high);
+        lo.push_back(e.bitcast(e.subf(value, e.bitcast(high, e.f32())),
+                               e.i32()));
+      }
+    };
+    SmallVector<Value> aHi, aLo, bHi, bLo;
+    split(a, aHi, aLo);
+    split(b, bHi, bLo);
+    Type f32 = e.f32();
+    Type fragment = LLVM::LLVMStructType::getLiteral(e.b.getContext(),
+                                                     {f32, f32, f32, f32});
+    SmallVector<Value> d(c);
+    auto mma = [&](ArrayRef<Value> x, ArrayRef<Value> y) {
+      SmallVector<Value> args(x);
+      args.append(y.begin(), y.end());
+      args.append(d.begin(), d.end());
+      Value result = LLVM::CallIntrinsicOp::create(
+                         e.b, fragment,
+                         e.b.getStringAttr("llvm.nvvm.mma.m16n8k8.row.col.tf32"),
+                         args)
+                         .getResult(0);
+      for (int64_t r = 0; r < 4; ++r)
+        d[r] = LLVM::ExtractValueOp::create(e.b, result, r);
+    };
+    mma(aLo, bHi);
+    mma(aHi, bLo);
+    mma(aHi, bHi);
+    return d;
+  }
+
+private:
+  static Value group(QuantizationEmitter &e, Value lane) {
+    return e.divIndex(lane, 4);
+  }
+  static Value inGroup(QuantizationEmitter &e, Value lane) {
+    return arith::RemUIOp::create(e.b, lane, e.cIndex(4));
+  }
+};
+
+} // namespace
+
+std::unique_ptr<AttentionMatrixTile>
+tetra::conversion::createNVVMAttentionTile() {
+  return std::make_unique<NVVMAttentionTile>();
+}

@@ -1,0 +1,546 @@
+//===- AttentionKernelPlan.cpp - Attention on every chip's matrix units ---===//
+
+#include "lowering/Conversion/AttentionKernelPlan.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace tetra;
+using namespace tetra::conversion;
+
+std::unique_ptr<AttentionMatrixTile>
+tetra::conversion::attentionTileFor(llvm::StringRef chip) {
+  if (chip.starts_with("sm_"))
+    return createNVVMAttentionTile();
+  if (chip.starts_with("gfx"))
+    return createAMDGPUAttentionTile();
+  return nullptr;
+}
+
+namespace {
+
+/// Shared-memory rows are padded by this many floats (bank conflicts).
+constexpr int64_t kPad = 4;
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Floats of shared memory a pass's block stages.
+int64_t sharedFloats(const AttentionGeometry &shape, AttentionPass pass,
+                     const AttentionTiling &t) {
+  const int64_t row = shape.headDim + kPad;
+  switch (pass) {
+  case AttentionPass::Forward: // Q; K, V; P
+    return t.rows * row + 2 * t.inner * row + t.rows * (t.inner + kPad);
+  case AttentionPass::QueryGradients: // Q, dO; K, V; dS
+    return 2 * t.rows * row + 2 * t.inner * row + t.rows * (t.inner + kPad);
+  case AttentionPass::KeyValueGradients: // K, V; Q, dO; P, dS; lse, delta
+    return 2 * t.rows * row + 2 * t.inner * row +
+           2 * t.rows * (t.inner + kPad) + 2 * t.inner;
+  }
+  return 0;
+}
+
+} // namespace
+
+std::optional<AttentionTiling>
+tetra::conversion::tileAttention(const AttentionMatrixTile &tile,
+                                 const AttentionGeometry &shape,
+                                 AttentionPass pass) {
+  if (shape.headDim % 16 != 0 || shape.headDim > 128 ||
+      shape.headDim % tile.tileN() != 0 || shape.headDim % tile.tileK() != 0)
+    return std::nullopt;
+  for (auto [rows, inner] : {std::pair<int64_t, int64_t>{64, 64}, {64, 32},
+                             {32, 64}, {32, 32}, {32, 16}, {16, 32}, {16, 16}}) {
+    AttentionTiling tiling{rows, inner};
+    if (inner % tile.tileN() == 0 && inner % tile.tileK() == 0 &&
+        4 * sharedFloats(shape, pass, tiling) <= tile.sharedBytes())
+      return tiling;
+  }
+  return std::nullopt;
+}
+
+std::array<int64_t, 3>
+tetra::conversion::attentionGrid(const AttentionGeometry &shape,
+                                 AttentionPass pass,
+                                 const AttentionTiling &tiling) {
+  const int64_t heads =
+      pass == AttentionPass::KeyValueGradients ? shape.kvHeads : shape.heads;
+  return {ceilDiv(shape.seq, tiling.rows), shape.batch * heads, 1};
+}
+
+namespace {
+
+/// An operand staged in shared memory: element (row, column) at
+/// row * stride + column.
+struct Staged {
+  Value memory;
+  int64_t stride;
+};
+
+/// Accumulator tiles of a warp's 16 rows: [tile along n][value].
+using Tiles = SmallVector<SmallVector<Value>>;
+
+/// One pass's kernel under construction.
+class TiledAttention {
+public:
+  TiledAttention(Body &body, const AttentionMatrixTile &tile,
+                 const AttentionGeometry &shape, const AttentionTiling &tiling)
+      : body(body), e(body.e), tile(tile), shape(shape), tiling(tiling),
+        hd(shape.headDim), group(shape.heads / shape.kvHeads),
+        qStride(shape.heads * shape.headDim),
+        kvStride(shape.kvHeads * shape.headDim),
+        scale(1.0f / std::sqrt(static_cast<float>(shape.headDim))) {
+    e.unrollsLoops = true; // constant index arithmetic folds
+    Value tid = body.thread();
+    lane = arith::RemUIOp::create(body.b, tid, e.cIndex(tile.lanes()));
+    warpRow = e.mulIndex(e.divIndex(tid, tile.lanes()), e.cIndex(16));
+    for (int64_t r = 0; r < tile.aValues(); ++r)
+      aAt.push_back(tile.aAt(e, lane, r));
+    for (int64_t r = 0; r < tile.bValues(); ++r)
+      bAt.push_back(tile.bAt(e, lane, r));
+    for (int64_t r = 0; r < tile.cValues(); ++r)
+      cAt.push_back(tile.cAt(e, lane, r));
+  }
+
+  void forward();
+  void queryGradients();
+  void keyValueGradients();
+
+private:
+  Body &body;
+  QuantizationEmitter &e;
+  const AttentionMatrixTile &tile;
+  const AttentionGeometry &shape;
+  const AttentionTiling &tiling;
+  const int64_t hd, group, qStride, kvStride;
+  const float scale;
+  Value lane, warpRow;
+  SmallVector<std::pair<Value, Value>> aAt, bAt, cAt;
+
+  Value threads() { return e.cIndex(tiling.warps() * tile.lanes()); }
+  Value minIndex(Value x, Value y) {
+    return arith::MinUIOp::create(body.b, x, y);
+  }
+  Value ule(Value x, Value y) {
+    return arith::CmpIOp::create(body.b, CmpIPredicate::ule, x, y);
+  }
+
+  Staged stage(int64_t rows, int64_t columns) {
+    return {body.sharedArray(rows * (columns + kPad), e.f32()),
+            columns + kPad};
+  }
+
+  /// rows x head_dim of x [batch, seq, count * head_dim] from sequence
+  /// position `first` of head `head` into `to` (rows past the sequence
+  /// read as 0).
+  void load(Staged to, Value x, Value b, Value head, Value first, int64_t rows,
+            int64_t stride) {
+    Value lastRow = e.cIndex(shape.seq - 1);
+    body.strided(body.thread(), e.cIndex(rows * hd), tiling.warps() * tile.lanes(),
+                 {}, [&](Value i, ValueRange) {
+                   Value row = e.divIndex(i, hd);
+                   Value column = arith::RemUIOp::create(body.b, i, e.cIndex(hd));
+                   Value position = e.addIndex(first, row);
+                   Value inside = body.ult(position, e.cIndex(shape.seq));
+                   Value at = e.addIndex(
+                       e.addIndex(
+                           e.mulIndex(e.addIndex(e.mulIndex(b, e.cIndex(shape.seq)),
+                                                 minIndex(position, lastRow)),
+                                      e.cIndex(stride)),
+                           e.mulIndex(head, e.cIndex(hd))),
+                       column);
+                   Value value =
+                       e.select(inside, body.load(x, at), e.cF32(0.0f));
+                   body.store(value, to.memory,
+                              e.addIndex(e.mulIndex(row, e.cIndex(to.stride)),
+                                         column));
+                   return SmallVector<Value>{};
+                 });
+  }
+
+  /// `count` statistics (lse, delta: [batch, heads, seq]) of (b, head) from
+  /// position `first` into shared `to`.
+  void loadStatistics(Value to, Value statistics, Value b, Value head,
+                      Value first, int64_t count) {
+    body.strided(body.thread(), e.cIndex(count), tiling.warps() * tile.lanes(),
+                 {}, [&](Value i, ValueRange) {
+                   Value position = minIndex(e.addIndex(first, i),
+                                             e.cIndex(shape.seq - 1));
+                   body.store(body.load(statistics, statisticAt(b, head, position)),
+                              to, i);
+                   return SmallVector<Value>{};
+                 });
+  }
+
+  Value statisticAt(Value b, Value head, Value position) {
+    return e.addIndex(
+        e.mulIndex(e.addIndex(e.mulIndex(b, e.cIndex(shape.heads)), head),
+                   e.cIndex(shape.seq)),
+        position);
+  }
+  Value rowAt(Value b, Value position, Value head, int64_t stride) {
+    return e.addIndex(
+        e.mulIndex(e.addIndex(e.mulIndex(b, e.cIndex(shape.seq)), position),
+                   e.cIndex(stride)),
+        e.mulIndex(head, e.cIndex(hd)));
+  }
+
+  Tiles zeros(int64_t columns) {
+    return Tiles(columns / tile.tileN(),
+                 SmallVector<Value>(tile.cValues(), e.cF32(0.0f)));
+  }
+
+  /// acc (the warp's 16 rows x n columns) += A[warp's rows][0..k) B, B's
+  /// element (kk, nn) at nn * stride + kk (nMajor) or kk * stride + nn.
+  void product(Tiles &acc, Staged a, int64_t k, Staged bm, bool nMajor) {
+    for (int64_t k0 = 0; k0 < k; k0 += tile.tileK()) {
+      SmallVector<Value> av;
+      for (auto [row, kk] : aAt)
+        av.push_back(body.load(
+            a.memory,
+            e.addIndex(e.mulIndex(e.addIndex(warpRow, row), e.cIndex(a.stride)),
+                       e.addIndex(kk, e.cIndex(k0)))));
+      for (auto [n, accumulators] : llvm::enumerate(acc)) {
+        SmallVector<Value> bv;
+        for (auto [kk, nn] : bAt) {
+          Value along = e.addIndex(kk, e.cIndex(k0));
+          Value across = e.addIndex(nn, e.cIndex(n * tile.tileN()));
+          bv.push_back(body.load(
+              bm.memory,
+              nMajor ? e.addIndex(e.mulIndex(across, e.cIndex(bm.stride)), along)
+                     : e.addIndex(e.mulIndex(along, e.cIndex(bm.stride)),
+                                  across)));
+        }
+        accumulators = tile.multiply(e, av, bv, accumulators);
+      }
+    }
+  }
+
+  /// Each row slot's combination of the lane's values of it, then across
+  /// the lanes holding the row.
+  SmallVector<Value> rowCombine(const Tiles &values, Value init,
+                                function_ref<Value(Value, Value)> combine) {
+    SmallVector<Value> slots(tile.rowSlots(), init);
+    for (const SmallVector<Value> &t : values)
+      for (int64_t r = 0; r < tile.cValues(); ++r)
+        slots[tile.rowSlot(r)] = combine(slots[tile.rowSlot(r)], t[r]);
+    for (Value &slot : slots)
+      for (int32_t mask : tile.rowPartners())
+        slot = combine(slot, body.shuffleXor(slot, mask,
+                                             static_cast<int32_t>(tile.lanes())));
+    return slots;
+  }
+
+  /// Stores the warp's tiles into its rows of `to`.
+  void stash(const Tiles &values, Staged to) {
+    for (auto [n, t] : llvm::enumerate(values))
+      for (int64_t r = 0; r < tile.cValues(); ++r) {
+        auto [row, column] = cAt[r];
+        body.store(t[r], to.memory,
+                   e.addIndex(e.mulIndex(e.addIndex(warpRow, row),
+                                         e.cIndex(to.stride)),
+                              e.addIndex(column, e.cIndex(n * tile.tileN()))));
+      }
+  }
+
+  /// Stores tiles of head_dim columns (times `factor`) into the rows of x
+  /// [batch, seq, ... * head_dim] at positions first + warp row (those
+  /// inside the sequence).
+  void storeRows(const Tiles &values, Value x, Value b, Value head,
+                 Value first, int64_t stride, ArrayRef<Value> factor) {
+    for (auto [n, t] : llvm::enumerate(values))
+      for (int64_t r = 0; r < tile.cValues(); ++r) {
+        auto [row, column] = cAt[r];
+        Value position = e.addIndex(first, e.addIndex(warpRow, row));
+        body.ifThen(body.ult(position, e.cIndex(shape.seq)), [&] {
+          body.store(
+              e.mulf(t[r], factor[tile.rowSlot(r)]), x,
+              e.addIndex(rowAt(b, position, head, stride),
+                         e.addIndex(column, e.cIndex(n * tile.tileN()))));
+        });
+      }
+  }
+
+  static SmallVector<Value> flatten(const Tiles &tiles) {
+    SmallVector<Value> values;
+    for (const SmallVector<Value> &t : tiles)
+      values.append(t.begin(), t.end());
+    return values;
+  }
+  Tiles unflatten(ValueRange values, int64_t columns) {
+    Tiles tiles = zeros(columns);
+    int64_t i = 0;
+    for (SmallVector<Value> &t : tiles)
+      for (Value &value : t)
+        value = values[i++];
+    return tiles;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Forward
+//===----------------------------------------------------------------------===//
+
+void TiledAttention::forward() {
+  const int64_t rows = tiling.rows, inner = tiling.inner;
+  Value first = e.mulIndex(body.block(), e.cIndex(rows));
+  Value bh = body.block(gpu::Dimension::y);
+  Value b = e.divIndex(bh, shape.heads);
+  Value h = arith::RemUIOp::create(body.b, bh, e.cIndex(shape.heads));
+  Value g = e.divIndex(h, group);
+  Staged queries = stage(rows, hd), keys = stage(inner, hd),
+         values = stage(inner, hd), probabilities = stage(rows, inner);
+  load(queries, body.arg(0), b, h, first, rows, qStride);
+
+  // The query position of each row slot of this lane.
+  SmallVector<Value> position(tile.rowSlots());
+  for (int64_t r = 0; r < tile.cValues(); ++r)
+    position[tile.rowSlot(r)] =
+        e.addIndex(first, e.addIndex(warpRow, cAt[r].first));
+
+  // Key tiles up to the block's last query (or the sequence's end).
+  Value keyEnd = minIndex(e.addIndex(first, e.cIndex(rows)),
+                          e.cIndex(shape.seq));
+  Value keyTiles = e.divIndex(e.addIndex(keyEnd, e.cIndex(inner - 1)), inner);
+  const int64_t slots = tile.rowSlots();
+  SmallVector<Value> init = flatten(zeros(hd));
+  init.append(slots, e.cF32(-INFINITY)); // running maximum
+  init.append(slots, e.cF32(0.0f));      // running sum
+  SmallVector<Value> result = body.strided(
+      e.cIndex(0), keyTiles, 1, init, [&](Value kt, ValueRange carried) {
+        const size_t base = carried.size() - 2 * slots;
+        Tiles out = unflatten(carried.take_front(base), hd);
+        SmallVector<Value> maximum(carried.begin() + base,
+                                   carried.begin() + base + slots);
+        SmallVector<Value> sum(carried.begin() + base + slots, carried.end());
+        Value keyFirst = e.mulIndex(kt, e.cIndex(inner));
+        body.barrier(); // the last step's reads of K, V and P are done
+        load(keys, body.arg(1), b, g, keyFirst, inner, kvStride);
+        load(values, body.arg(2), b, g, keyFirst, inner, kvStride);
+        body.barrier();
+
+        Tiles scores = zeros(inner);
+        product(scores, queries, hd, keys, /*nMajor=*/true);
+        for (auto [n, t] : llvm::enumerate(scores))
+          for (int64_t r = 0; r < tile.cValues(); ++r) {
+            Value key = e.addIndex(
+                keyFirst, e.addIndex(cAt[r].second, e.cIndex(n * tile.tileN())));
+            Value visible = e.bitAnd(ule(key, position[tile.rowSlot(r)]),
+                                     body.ult(key, e.cIndex(shape.seq)));
+            t[r] = e.select(visible, e.mulf(t[r], e.cF32(scale)),
+                            e.cF32(-INFINITY));
+          }
+        auto larger = [&](Value x, Value y) {
+          return e.select(e.cmpf(CmpFPredicate::OGT, x, y), x, y);
+        };
+        SmallVector<Value> tileMaximum =
+            rowCombine(scores, e.cF32(-INFINITY), larger);
+        SmallVector<Value> next(slots), rescale(slots);
+        for (int64_t s = 0; s < slots; ++s) {
+          next[s] = larger(maximum[s], tileMaximum[s]);
+          rescale[s] = body.fastExp(e.subf(maximum[s], next[s]));
+        }
+        for (SmallVector<Value> &t : scores)
+          for (int64_t r = 0; r < tile.cValues(); ++r)
+            t[r] = body.fastExp(e.subf(t[r], next[tile.rowSlot(r)]));
+        SmallVector<Value> tileSum = rowCombine(
+            scores, e.cF32(0.0f), [&](Value x, Value y) { return e.addf(x, y); });
+        for (int64_t s = 0; s < slots; ++s)
+          sum[s] = e.addf(e.mulf(sum[s], rescale[s]), tileSum[s]);
+        for (SmallVector<Value> &t : out)
+          for (int64_t r = 0; r < tile.cValues(); ++r)
+            t[r] = e.mulf(t[r], rescale[tile.rowSlot(r)]);
+        stash(scores, probabilities);
+        body.barrier();
+        product(out, probabilities, inner, values, /*nMajor=*/false);
+        SmallVector<Value> yielded = flatten(out);
+        yielded.append(next.begin(), next.end());
+        yielded.append(sum.begin(), sum.end());
+        return yielded;
+      });
+
+  const size_t base = result.size() - 2 * slots;
+  Tiles out = unflatten(ValueRange(result).take_front(base), hd);
+  SmallVector<Value> inverse(slots);
+  for (int64_t s = 0; s < slots; ++s)
+    inverse[s] = body.toF32(e.divf(body.cF64(1.0), body.toF64(result[base + slots + s])));
+  storeRows(out, body.arg(3), b, h, first, qStride, inverse);
+  // lse: by the lane holding the row's first column.
+  Value leads = arith::CmpIOp::create(body.b, CmpIPredicate::eq, cAt[0].second,
+                                      e.cIndex(0));
+  for (int64_t s = 0; s < slots; ++s) {
+    Value inside = e.bitAnd(leads, body.ult(position[s], e.cIndex(shape.seq)));
+    body.ifThen(inside, [&] {
+      Value lse = e.addf(body.toF64(result[base + s]),
+                         body.logF64(body.toF64(result[base + slots + s])));
+      body.store(body.toF32(lse), body.arg(4), statisticAt(b, h, position[s]));
+    });
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Backward: dQ
+//===----------------------------------------------------------------------===//
+
+void TiledAttention::queryGradients() {
+  const int64_t rows = tiling.rows, inner = tiling.inner;
+  Value first = e.mulIndex(body.block(), e.cIndex(rows));
+  Value bh = body.block(gpu::Dimension::y);
+  Value b = e.divIndex(bh, shape.heads);
+  Value h = arith::RemUIOp::create(body.b, bh, e.cIndex(shape.heads));
+  Value g = e.divIndex(h, group);
+  Staged queries = stage(rows, hd), outGrads = stage(rows, hd),
+         keys = stage(inner, hd), values = stage(inner, hd),
+         scoreGrads = stage(rows, inner);
+  load(queries, body.arg(0), b, h, first, rows, qStride);
+  load(outGrads, body.arg(5), b, h, first, rows, qStride);
+
+  const int64_t slots = tile.rowSlots();
+  SmallVector<Value> position(slots), lse(slots), delta(slots);
+  for (int64_t r = 0; r < tile.cValues(); ++r)
+    position[tile.rowSlot(r)] =
+        e.addIndex(first, e.addIndex(warpRow, cAt[r].first));
+  for (int64_t s = 0; s < slots; ++s) {
+    Value at = statisticAt(b, h, minIndex(position[s], e.cIndex(shape.seq - 1)));
+    lse[s] = body.load(body.arg(4), at);
+    delta[s] = body.load(body.arg(9), at);
+  }
+
+  Value keyEnd = minIndex(e.addIndex(first, e.cIndex(rows)),
+                          e.cIndex(shape.seq));
+  Value keyTiles = e.divIndex(e.addIndex(keyEnd, e.cIndex(inner - 1)), inner);
+  SmallVector<Value> result = body.strided(
+      e.cIndex(0), keyTiles, 1, flatten(zeros(hd)),
+      [&](Value kt, ValueRange carried) {
+        Tiles grads = unflatten(carried, hd);
+        Value keyFirst = e.mulIndex(kt, e.cIndex(inner));
+        body.barrier();
+        load(keys, body.arg(1), b, g, keyFirst, inner, kvStride);
+        load(values, body.arg(2), b, g, keyFirst, inner, kvStride);
+        body.barrier();
+        Tiles scores = zeros(inner), dp = zeros(inner);
+        product(scores, queries, hd, keys, /*nMajor=*/true);
+        product(dp, outGrads, hd, values, /*nMajor=*/true);
+        for (auto [n, t] : llvm::enumerate(scores))
+          for (int64_t r = 0; r < tile.cValues(); ++r) {
+            const int64_t s = tile.rowSlot(r);
+            Value key = e.addIndex(
+                keyFirst, e.addIndex(cAt[r].second, e.cIndex(n * tile.tileN())));
+            Value visible = e.bitAnd(ule(key, position[s]),
+                                     body.ult(key, e.cIndex(shape.seq)));
+            Value p = body.fastExp(
+                e.subf(e.mulf(t[r], e.cF32(scale)), lse[s]));
+            t[r] = e.select(visible, e.mulf(p, e.subf(dp[n][r], delta[s])),
+                            e.cF32(0.0f));
+          }
+        stash(scores, scoreGrads);
+        body.barrier();
+        product(grads, scoreGrads, inner, keys, /*nMajor=*/false);
+        return flatten(grads);
+      });
+  SmallVector<Value> factor(slots, e.cF32(scale));
+  storeRows(unflatten(result, hd), body.arg(6), b, h, first, qStride, factor);
+}
+
+//===----------------------------------------------------------------------===//
+// Backward: dK and dV
+//===----------------------------------------------------------------------===//
+
+void TiledAttention::keyValueGradients() {
+  const int64_t rows = tiling.rows, inner = tiling.inner;
+  Value first = e.mulIndex(body.block(), e.cIndex(rows));
+  Value bg = body.block(gpu::Dimension::y);
+  Value b = e.divIndex(bg, shape.kvHeads);
+  Value g = arith::RemUIOp::create(body.b, bg, e.cIndex(shape.kvHeads));
+  Staged keys = stage(rows, hd), values = stage(rows, hd),
+         queries = stage(inner, hd), outGrads = stage(inner, hd),
+         probabilities = stage(rows, inner), scoreGrads = stage(rows, inner);
+  Value lse = body.sharedArray(inner, e.f32());
+  Value delta = body.sharedArray(inner, e.f32());
+  load(keys, body.arg(1), b, g, first, rows, kvStride);
+  load(values, body.arg(2), b, g, first, rows, kvStride);
+
+  SmallVector<Value> position(tile.rowSlots());
+  for (int64_t r = 0; r < tile.cValues(); ++r)
+    position[tile.rowSlot(r)] =
+        e.addIndex(first, e.addIndex(warpRow, cAt[r].first));
+
+  // Query tiles from the one holding the block's first key.
+  Value firstTile = e.divIndex(first, inner);
+  Value queryTiles = e.cIndex(ceilDiv(shape.seq, inner));
+  const size_t half = hd / tile.tileN() * tile.cValues();
+  SmallVector<Value> init = flatten(zeros(hd)); // dK, then dV
+  init.append(flatten(zeros(hd)));
+  SmallVector<Value> result = body.strided(
+      e.cIndex(0), e.cIndex(group), 1, init,
+      [&](Value member, ValueRange acrossHeads) {
+        Value h = e.addIndex(e.mulIndex(g, e.cIndex(group)), member);
+        return body.strided(
+            firstTile, queryTiles, 1, acrossHeads,
+            [&](Value it, ValueRange carried) {
+              Tiles keyGrads = unflatten(carried.take_front(half), hd);
+              Tiles valueGrads = unflatten(carried.drop_front(half), hd);
+              Value queryFirst = e.mulIndex(it, e.cIndex(inner));
+              body.barrier();
+              load(queries, body.arg(0), b, h, queryFirst, inner, qStride);
+              load(outGrads, body.arg(5), b, h, queryFirst, inner, qStride);
+              loadStatistics(lse, body.arg(4), b, h, queryFirst, inner);
+              loadStatistics(delta, body.arg(9), b, h, queryFirst, inner);
+              body.barrier();
+              // Transposed: the warp's key rows by the tile's queries.
+              Tiles scores = zeros(inner), dp = zeros(inner);
+              product(scores, keys, hd, queries, /*nMajor=*/true);
+              product(dp, values, hd, outGrads, /*nMajor=*/true);
+              for (auto [n, t] : llvm::enumerate(scores))
+                for (int64_t r = 0; r < tile.cValues(); ++r) {
+                  Value column =
+                      e.addIndex(cAt[r].second, e.cIndex(n * tile.tileN()));
+                  Value query = e.addIndex(queryFirst, column);
+                  Value visible =
+                      e.bitAnd(ule(position[tile.rowSlot(r)], query),
+                               body.ult(query, e.cIndex(shape.seq)));
+                  Value p = e.select(
+                      visible,
+                      body.fastExp(e.subf(e.mulf(t[r], e.cF32(scale)),
+                                          body.load(lse, column))),
+                      e.cF32(0.0f));
+                  t[r] = p;
+                  dp[n][r] =
+                      e.mulf(p, e.subf(dp[n][r], body.load(delta, column)));
+                }
+              stash(scores, probabilities);
+              stash(dp, scoreGrads);
+              body.barrier();
+              product(valueGrads, probabilities, inner, outGrads,
+                      /*nMajor=*/false);
+              product(keyGrads, scoreGrads, inner, queries, /*nMajor=*/false);
+              SmallVector<Value> next = flatten(keyGrads);
+              next.append(flatten(valueGrads));
+              return next;
+            });
+      });
+  SmallVector<Value> factor(tile.rowSlots(), e.cF32(scale)),
+      one(tile.rowSlots(), e.cF32(1.0f));
+  storeRows(unflatten(ValueRange(result).take_front(half), hd), body.arg(7), b,
+            g, first, kvStride, factor);
+  storeRows(unflatten(ValueRange(result).drop_front(half), hd), body.arg(8), b,
+            g, first, kvStride, one);
+}
+
+} // namespace
+
+void tetra::conversion::buildTiledAttention(Body &body,
+                                            const AttentionMatrixTile &tile,
+                                            const AttentionGeometry &shape,
+                                            AttentionPass pass,
+                                            const AttentionTiling &tiling) {
+  TiledAttention kernel(body, tile, shape, tiling);
+  switch (pass) {
+  case AttentionPass::Forward:
+    return kernel.forward();
+  case AttentionPass::QueryGradients:
+    return kernel.queryGradients();
+  case AttentionPass::KeyValueGradients:
+    return kernel.keyValueGradients();
+  }
+}

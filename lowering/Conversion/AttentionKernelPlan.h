@@ -1,0 +1,133 @@
+//===- AttentionKernelPlan.h - Attention on every chip's matrix units -*- C++ -*-===//
+//
+// Causal grouped-query attention (runtime/kernels/Attention.h: the contract,
+// the CPU kernel and its fp64 reference) as tiled GPU kernels on the matrix
+// units, one plan for every chip — FlashAttention-2's loop structure, with
+// no T x T matrix in memory and no atomics:
+//
+//   forward    a block per (rows-tile of queries, batch x head); its warps
+//              (waves) own 16 query rows each. Over the causal key tiles:
+//              S = Q K^T on the matrix units, scaled, masked; the running
+//              row maximum and exponential sum (online softmax, the row
+//              statistics combined across the lanes that hold a row by xor
+//              shuffles); P = exp(S - max) through shared memory into
+//              O += P V. Writes out = O / sum and lse = max + log(sum).
+//   backward   three launches: delta_i = dout_i . out_i (a thread per query
+//              row, the CPU's dot product); dQ (a block per query tile,
+//              over its key tiles: S and dP = dO V^T recomputed, dS = P (dP
+//              - delta), dQ += dS K); dK and dV (a block per key tile of a
+//              KV head, over the group's query heads and the query tiles
+//              at or after it: P^T, dP^T, dV += P^T dO, dK += dS^T Q). Each
+//              output is written by one block: deterministic.
+//
+// Every operand of a product is staged in shared memory (rows padded by 4
+// floats); accumulators stay in registers. exp is the CPU's fastExp, the
+// scale 1/sqrt(head_dim) in fp32, lse's log in fp64 — the same functions as
+// the CPU; results differ from it only by the summation order and the matrix
+// units' products (sm_90a: fp32 products as three TF32 products, hi·hi +
+// hi·lo + lo·hi, about fp32's precision; gfx950: fp32 MFMAs, exact fp32
+// products).
+//
+// A chip adds only its matrix instruction (AttentionMatrixTile): which
+// (row, k), (k, n) and (row, n) elements of the 16 x tileK, tileK x tileN
+// and 16 x tileN slabs each lane holds, which lanes share an accumulator
+// row, the multiply-add, and its shared-memory limit.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TETRA_LOWERING_CONVERSION_ATTENTIONKERNELPLAN_H
+#define TETRA_LOWERING_CONVERSION_ATTENTIONKERNELPLAN_H
+
+#include "lowering/Conversion/GpuKernelBody.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <utility>
+
+namespace tetra::conversion {
+
+/// One chip's matrix instruction as the attention plan uses it: a warp
+/// (wave) adds a 16 x tileK slab A times a tileK x tileN slab B into a
+/// 16 x tileN tile of fp32 accumulators.
+class AttentionMatrixTile {
+public:
+  virtual ~AttentionMatrixTile() = default;
+
+  /// Threads of a warp (wave).
+  virtual int64_t lanes() const = 0;
+  virtual int64_t tileN() const = 0;
+  virtual int64_t tileK() const = 0;
+  /// A, B and accumulator values per lane.
+  virtual int64_t aValues() const = 0;
+  virtual int64_t bValues() const = 0;
+  virtual int64_t cValues() const = 0;
+  /// (row, k) of `lane`'s A value r, (k, n) of its B value r, (row, n) of
+  /// its accumulator r.
+  virtual std::pair<Value, Value> aAt(QuantizationEmitter &e, Value lane,
+                                      int64_t r) const = 0;
+  virtual std::pair<Value, Value> bAt(QuantizationEmitter &e, Value lane,
+                                      int64_t r) const = 0;
+  virtual std::pair<Value, Value> cAt(QuantizationEmitter &e, Value lane,
+                                      int64_t r) const = 0;
+  /// The distinct rows a lane's accumulators hold, and accumulator r's.
+  virtual int64_t rowSlots() const = 0;
+  virtual int64_t rowSlot(int64_t r) const = 0;
+  /// The xor masks that reach every lane holding the same rows.
+  virtual llvm::SmallVector<int32_t> rowPartners() const = 0;
+  /// c + a b (fp32 values, a lane's share of each).
+  virtual SmallVector<Value> multiply(QuantizationEmitter &e,
+                                      llvm::ArrayRef<Value> a,
+                                      llvm::ArrayRef<Value> b,
+                                      llvm::ArrayRef<Value> c) const = 0;
+  /// Static shared memory a block may use.
+  virtual int64_t sharedBytes() const = 0;
+};
+
+/// sm_90a: mma.sync.m16n8k8 TF32, each fp32 product as three (TetraToNVVM.cpp).
+std::unique_ptr<AttentionMatrixTile> createNVVMAttentionTile();
+/// gfx950: v_mfma_f32_16x16x4_f32 (TetraToAMDGPU.cpp).
+std::unique_ptr<AttentionMatrixTile> createAMDGPUAttentionTile();
+/// The tile of a chip ("sm_90a", "gfx950"), or null for another.
+std::unique_ptr<AttentionMatrixTile> attentionTileFor(llvm::StringRef chip);
+
+/// attention.forward/backward's shape scalars.
+struct AttentionGeometry {
+  int64_t batch = 0, seq = 0, heads = 0, kvHeads = 0, headDim = 0;
+};
+
+/// The tiled launches.
+enum class AttentionPass { Forward, QueryGradients, KeyValueGradients };
+
+/// A pass's block: `rows` of its own (16 per warp) and `inner` rows of the
+/// other side per step of its loop.
+struct AttentionTiling {
+  int64_t rows = 0, inner = 0;
+  int64_t warps() const { return rows / 16; }
+};
+
+/// The largest tiling of a pass whose shared memory fits the chip, or none
+/// where the plan does not apply (head_dim not a multiple of 16 or above
+/// 128): the library then runs a thread per row.
+std::optional<AttentionTiling> tileAttention(const AttentionMatrixTile &tile,
+                                             const AttentionGeometry &shape,
+                                             AttentionPass pass);
+
+/// The pass's grid.
+std::array<int64_t, 3> attentionGrid(const AttentionGeometry &shape,
+                                     AttentionPass pass,
+                                     const AttentionTiling &tiling);
+
+/// Builds the pass's kernel into `body`, whose function takes the registry's
+/// arguments of attention.forward (pass Forward) or attention.backward (the
+/// others; delta must be written before they run) and has
+/// tiling.warps() x tile.lanes() threads.
+void buildTiledAttention(Body &body, const AttentionMatrixTile &tile,
+                         const AttentionGeometry &shape, AttentionPass pass,
+                         const AttentionTiling &tiling);
+
+} // namespace tetra::conversion
+
+#endif // TETRA_LOWERING_CONVERSION_ATTENTIONKERNELPLAN_H

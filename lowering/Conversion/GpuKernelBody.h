@@ -1,0 +1,236 @@
+//===- GpuKernelBody.h - A GPU kernel's body under construction -*- C++ -*-===//
+//
+// The helpers every kernel of the GPU library builds with (GpuStepKernels,
+// AttentionKernelPlan): gpu/arith/memref/scf ops only, the same for every
+// chip, so a bundle needs no device library: the CPU's fastExp op for op, an
+// fp64 log series, sqrt by Newton's iteration, block reductions through
+// workgroup memory, lane shuffles.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TETRA_LOWERING_CONVERSION_GPUKERNELBODY_H
+#define TETRA_LOWERING_CONVERSION_GPUKERNELBODY_H
+
+#include "lowering/Conversion/QuantizationEmitter.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <cmath>
+
+namespace tetra::conversion {
+
+namespace gpu = mlir::gpu;
+namespace memref = mlir::memref;
+
+/// A kernel function's body under construction, with the helpers every
+/// library kernel uses.
+struct Body {
+  gpu::GPUFuncOp func;
+  ImplicitLocOpBuilder b;
+  QuantizationEmitter e;
+
+  explicit Body(gpu::GPUFuncOp func)
+      : func(func), b(func.getLoc(), func.getContext()), e(b) {
+    b.setInsertionPointToStart(&func.getBody().front());
+  }
+  void finish() { gpu::ReturnOp::create(b); }
+
+  Value arg(unsigned i) { return func.getArgument(i); }
+  Value thread() { return gpu::ThreadIdOp::create(b, gpu::Dimension::x); }
+  Value block(gpu::Dimension d = gpu::Dimension::x) {
+    return gpu::BlockIdOp::create(b, d);
+  }
+  /// blockIdx.x * threads + threadIdx.x.
+  Value global(int64_t threads) {
+    return e.addIndex(e.mulIndex(block(), e.cIndex(threads)), thread());
+  }
+
+  Value load(Value memory, Value index) {
+    return memref::LoadOp::create(b, memory, ValueRange{index});
+  }
+  void store(Value value, Value memory, Value index) {
+    memref::StoreOp::create(b, value, memory, ValueRange{index});
+  }
+  Value index(Value integer) {
+    return arith::IndexCastOp::create(b, b.getIndexType(), integer);
+  }
+  Value ult(Value x, Value y) {
+    return arith::CmpIOp::create(b, CmpIPredicate::ult, x, y);
+  }
+  Value cF64(double value) {
+    return arith::ConstantOp::create(b, b.getF64FloatAttr(value));
+  }
+  Value toF64(Value x) { return arith::ExtFOp::create(b, b.getF64Type(), x); }
+  Value toF32(Value x) {
+    return arith::TruncFOp::create(b, b.getF32Type(), x);
+  }
+  /// sqrt(x) by Newton's iteration in fp64 from the halved exponent (five
+  /// steps take its 6 % first error below fp64's rounding): GPU conversions
+  /// turn llvm.sqrt into device-library calls, which a bundle cannot make.
+  /// An f32 x gets the fp64 root rounded once to f32 (the correctly rounded
+  /// root but for ties of a double rounding, about 2^-29 of inputs). 0 for
+  /// 0, NaN below it; Inf and NaN stay.
+  Value sqrt(Value x) {
+    const bool single = x.getType().isF32();
+    Value wide = single ? toF64(x) : x;
+    Type i64 = b.getI64Type();
+    Value bits = e.bitcast(wide, i64);
+    Value y = e.bitcast(
+        arith::AddIOp::create(b, arith::ShRUIOp::create(b, bits, e.c64(1)),
+                              e.c64(0x1FF8000000000000ll)),
+        b.getF64Type());
+    for (int step = 0; step < 5; ++step)
+      y = e.mulf(cF64(0.5), e.addf(y, e.divf(wide, y)));
+    Value positive = e.cmpf(CmpFPredicate::OGT, wide, cF64(0.0));
+    Value finite = e.cmpf(CmpFPredicate::OLT, wide, cF64(INFINITY));
+    Value root = e.select(
+        e.bitAnd(positive, finite), y,
+        e.select(e.cmpf(CmpFPredicate::OEQ, wide, cF64(0.0)), wide,
+                 e.select(e.cmpf(CmpFPredicate::OEQ, wide, cF64(INFINITY)),
+                          wide, cF64(NAN))));
+    return single ? toF32(root) : root;
+  }
+
+  /// if (condition) then();
+  void ifThen(Value condition, function_ref<void()> then) {
+    auto op = scf::IfOp::create(b, condition, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(op.thenBlock()->getTerminator());
+    then();
+  }
+
+  /// The CPU's fastExp (runtime/kernels/VectorMath.h), operation for
+  /// operation: Cephes' expf with 2^n built from the exponent bits.
+  Value fastExp(Value x) {
+    const float kMax = 88.3762626647949f, kMin = -87.3365447505531f;
+    Value lo = e.cF32(kMin), hi = e.cF32(kMax);
+    Value below = e.cmpf(CmpFPredicate::OLT, x, lo);
+    Value above = e.cmpf(CmpFPredicate::OGT, x, hi);
+    Value clamped = e.select(below, lo, e.select(above, hi, x));
+    Value shifted =
+        e.addf(e.mulf(clamped, e.cF32(1.44269504088896341f)),
+               e.cF32(12582912.0f));
+    Value n = e.subf(shifted, e.cF32(12582912.0f));
+    Value r = e.subf(e.subf(clamped, e.mulf(n, e.cF32(0.693359375f))),
+                     e.mulf(n, e.cF32(-2.12194440e-4f)));
+    Value p = e.cF32(1.9875691500e-4f);
+    for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
+                    1.6666665459e-1f, 5.0000001201e-1f})
+      p = e.addf(e.mulf(p, r), e.cF32(c));
+    p = e.addf(e.addf(e.mulf(e.mulf(p, r), r), r), e.cF32(1.0f));
+    Value bits = e.bitcast(shifted, e.i32());
+    Value exponent = e.add(e.sub(bits, e.c32(0x4B400000)), e.c32(127));
+    Value scale = e.bitcast(e.shl(exponent, e.c32(23)), e.f32());
+    Value result = e.mulf(p, scale);
+    Value isNan = e.cmpf(CmpFPredicate::UNO, x, x);
+    return e.select(
+        below, e.cF32(0.0f),
+        e.select(above, e.cF32(INFINITY), e.select(isNan, x, result)));
+  }
+
+  /// log(x) in fp64 for a positive normal x: x = m 2^k with m in
+  /// [sqrt(1/2), sqrt(2)), log m = 2 atanh((m - 1) / (m + 1)) by its series
+  /// (|s| < 0.172: eleven terms reach fp64's precision).
+  Value logF64(Value x) {
+    Type i64 = b.getI64Type();
+    Value bits = e.bitcast(x, i64);
+    Value k = arith::SubIOp::create(
+        b,
+        arith::AndIOp::create(b, arith::ShRUIOp::create(b, bits, e.c64(52)),
+                              e.c64(0x7FF)),
+        e.c64(1023));
+    Value m = e.bitcast(
+        arith::OrIOp::create(b,
+                             arith::AndIOp::create(b, bits,
+                                                   e.c64(0x000FFFFFFFFFFFFFll)),
+                             e.c64(0x3FF0000000000000ll)),
+        b.getF64Type());
+    Value large = e.cmpf(CmpFPredicate::OGT, m, cF64(std::sqrt(2.0)));
+    m = e.select(large, e.mulf(m, cF64(0.5)), m);
+    k = e.select(large, arith::AddIOp::create(b, k, e.c64(1)), k);
+    Value s = e.divf(e.subf(m, cF64(1.0)), e.addf(m, cF64(1.0)));
+    Value s2 = e.mulf(s, s);
+    Value t = cF64(1.0 / 23.0);
+    for (int odd = 21; odd >= 1; odd -= 2)
+      t = e.addf(e.mulf(t, s2), cF64(1.0 / odd));
+    Value kf = arith::SIToFPOp::create(b, b.getF64Type(), k);
+    return e.addf(e.mulf(kf, cF64(std::log(2.0))),
+                  e.mulf(e.mulf(cF64(2.0), s), t));
+  }
+
+  /// base^n in fp64 for an i64 n >= 0, by squaring.
+  Value powF64(Value base, Value n) {
+    SmallVector<Value> result = e.loop(
+        e.cIndex(0), e.cIndex(63), ValueRange{cF64(1.0), base},
+        [&](Value bit, ValueRange carried) -> SmallVector<Value> {
+          Value shift = arith::IndexCastOp::create(b, b.getI64Type(), bit);
+          Value set = arith::CmpIOp::create(
+              b, CmpIPredicate::ne,
+              arith::AndIOp::create(
+                  b, arith::ShRUIOp::create(b, n, shift), e.c64(1)),
+              e.c64(0));
+          return {e.select(set, e.mulf(carried[0], carried[1]), carried[0]),
+                  e.mulf(carried[1], carried[1])};
+        });
+    return result[0];
+  }
+
+  /// for (i = begin; i < end; i += stride) with loop-carried values
+  /// (`each` returns the next ones; none: a plain loop): a block's threads
+  /// striding over a row.
+  SmallVector<Value>
+  strided(Value begin, Value end, int64_t stride, ValueRange init,
+          function_ref<SmallVector<Value>(Value, ValueRange)> each) {
+    auto loop = scf::ForOp::create(b, begin, end, e.cIndex(stride), init);
+    OpBuilder::InsertionGuard guard(b);
+    if (init.empty()) { // the loop has its terminator already
+      b.setInsertionPoint(loop.getBody()->getTerminator());
+      each(loop.getInductionVar(), {});
+    } else {
+      b.setInsertionPointToEnd(loop.getBody());
+      scf::YieldOp::create(
+          b, each(loop.getInductionVar(), loop.getRegionIterArgs()));
+    }
+    return SmallVector<Value>(loop.getResults());
+  }
+
+  /// The block's threads' values combined in a fixed tree through
+  /// `shared` (one slot per thread); every thread gets the result.
+  Value reduce(Value x, Value shared, int64_t threads,
+               function_ref<Value(Value, Value)> combine) {
+    Value tid = thread();
+    store(x, shared, tid);
+    gpu::BarrierOp::create(b);
+    for (int64_t half = threads / 2; half >= 1; half /= 2) {
+      ifThen(ult(tid, e.cIndex(half)), [&] {
+        store(combine(load(shared, tid),
+                      load(shared, e.addIndex(tid, e.cIndex(half)))),
+              shared, tid);
+      });
+      gpu::BarrierOp::create(b);
+    }
+    Value result = load(shared, e.cIndex(0));
+    gpu::BarrierOp::create(b);
+    return result;
+  }
+  Value sharedArray(int64_t count, Type element) {
+    mlir::Attribute workgroup = gpu::AddressSpaceAttr::get(
+        b.getContext(), gpu::AddressSpace::Workgroup);
+    return func.addWorkgroupAttribution(
+        mlir::MemRefType::get({count}, element, nullptr, workgroup),
+        func.getLoc());
+  }
+  /// Every thread of the block waits for the others' shared-memory writes.
+  void barrier() { gpu::BarrierOp::create(b); }
+  /// x of the lane whose index is this lane's xor `mask` (within `width`).
+  Value shuffleXor(Value x, int32_t mask, int32_t width) {
+    return gpu::ShuffleOp::create(b, x, mask, width, gpu::ShuffleMode::XOR)
+        .getShuffleResult();
+  }
+};
+
+} // namespace tetra::conversion
+
+#endif // TETRA_LOWERING_CONVERSION_GPUKERNELBODY_H
