@@ -194,14 +194,14 @@ FailureOr<std::vector<GpuKernelCode>> tetra::compileToHsaco(ModuleOp module,
   registerROCDLDialectTranslation(registry);
   context->appendDialectRegistry(registry);
 
-  size_t index = 0;
-  for (gpu::GPUModuleOp gpuModule : module.getOps<gpu::GPUModuleOp>()) {
-    OwningOpRef<ModuleOp> device = deviceModule(gpuModule);
-    std::string object;
-    GpuKernelCode &kernel = kernels[index++];
-    if (failed(emitGfx950(*device, chip, object, kernel.assembly)) ||
-        failed(linkHsaco(gpuModule.getLoc(), object, kernel.code)))
-      return failure();
-  }
+  if (failed(compileGpuModulesCached(
+          module, chip, kernels,
+          [&](ModuleOp device, GpuKernelCode &kernel) -> LogicalResult {
+            std::string object;
+            if (failed(emitGfx950(device, chip, object, kernel.assembly)))
+              return failure();
+            return linkHsaco(device.getLoc(), object, kernel.code);
+          })))
+    return failure();
   return kernels;
 }

@@ -2,6 +2,8 @@
 
 #include "driver/GpuCode.h"
 
+#include "driver/GpuCodeCache.h"
+
 #include "runtime/io/Json.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -133,4 +135,31 @@ OwningOpRef<ModuleOp> tetra::deviceModule(Operation *gpuModule) {
   for (Operation &op : cast<gpu::GPUModuleOp>(gpuModule).getBody()->getOperations())
     builder.clone(op);
   return device;
+}
+
+LogicalResult tetra::compileGpuModulesCached(
+    ModuleOp module, llvm::StringRef chip, std::vector<GpuKernelCode> &kernels,
+    llvm::function_ref<LogicalResult(ModuleOp, GpuKernelCode &)> compile) {
+  size_t index = 0;
+  for (gpu::GPUModuleOp gpuModule : module.getOps<gpu::GPUModuleOp>()) {
+    OwningOpRef<ModuleOp> device = deviceModule(gpuModule);
+    GpuKernelCode &kernel = kernels[index++];
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    device->print(os);
+    const std::string key = gpuCacheKey(text, chip);
+    if (std::optional<CachedGpuCode> cached = readCachedGpuCode(chip, key)) {
+      kernel.assembly = cached->assembly.empty() ? cached->code
+                                                 : std::move(cached->assembly);
+      kernel.code = std::move(cached->code);
+      continue;
+    }
+    if (failed(compile(*device, kernel)))
+      return failure();
+    // PTX is its own assembly: stored once.
+    const bool same = kernel.assembly == kernel.code;
+    storeCachedGpuCode(chip, key,
+                       {kernel.code, same ? std::string() : kernel.assembly});
+  }
+  return success();
 }

@@ -58,6 +58,16 @@ mlir::LogicalResult lowerGpuModules(mlir::ModuleOp module,
 /// A lowered gpu.module's body as a module of its own, for translation.
 mlir::OwningOpRef<mlir::ModuleOp> deviceModule(mlir::Operation *gpuModule);
 
+/// `compile(device, kernel)` for each lowered gpu.module of `module` (its
+/// device module and its entry of `kernels`, in order), except where the
+/// compile cache (GpuCodeCache.h) holds the module's code for `chip`: then
+/// the cached code and assembly. What is compiled is cached.
+mlir::LogicalResult compileGpuModulesCached(
+    mlir::ModuleOp module, llvm::StringRef chip,
+    std::vector<GpuKernelCode> &kernels,
+    llvm::function_ref<mlir::LogicalResult(mlir::ModuleOp, GpuKernelCode &)>
+        compile);
+
 } // namespace tetra
 
 #endif // TETRA_DRIVER_GPUCODE_H

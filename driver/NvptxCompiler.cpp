@@ -103,14 +103,16 @@ FailureOr<std::vector<GpuKernelCode>> tetra::compileToPtx(ModuleOp module,
   registerNVVMDialectTranslation(registry);
   context->appendDialectRegistry(registry);
 
-  size_t index = 0;
-  for (gpu::GPUModuleOp gpuModule : module.getOps<gpu::GPUModuleOp>()) {
-    OwningOpRef<ModuleOp> device = deviceModule(gpuModule);
-    FailureOr<std::string> ptx = emitPtx(*device, chip);
-    if (failed(ptx))
-      return failure();
-    kernels[index].assembly = *ptx;
-    kernels[index++].code = std::move(*ptx);
-  }
+  if (failed(compileGpuModulesCached(
+          module, chip, kernels,
+          [&](ModuleOp device, GpuKernelCode &kernel) -> LogicalResult {
+            FailureOr<std::string> ptx = emitPtx(device, chip);
+            if (failed(ptx))
+              return failure();
+            kernel.assembly = *ptx;
+            kernel.code = std::move(*ptx);
+            return success();
+          })))
+    return failure();
   return kernels;
 }

@@ -2,6 +2,8 @@
 
 #include "lowering/Conversion/AttentionKernelPlan.h"
 
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
 #include <cmath>
 
 using namespace mlir;
@@ -130,46 +132,72 @@ private:
             columns + kPad};
   }
 
-  /// rows x head_dim of x [batch, seq, count * head_dim] from sequence
-  /// position `first` of head `head` into `to` (rows past the sequence
-  /// read as 0).
-  void load(Staged to, Value x, Value b, Value head, Value first, int64_t rows,
-            int64_t stride) {
-    Value lastRow = e.cIndex(shape.seq - 1);
-    body.strided(body.thread(), e.cIndex(rows * hd), tiling.warps() * tile.lanes(),
-                 {}, [&](Value i, ValueRange) {
-                   Value row = e.divIndex(i, hd);
-                   Value column = arith::RemUIOp::create(body.b, i, e.cIndex(hd));
-                   Value position = e.addIndex(first, row);
-                   Value inside = body.ult(position, e.cIndex(shape.seq));
-                   Value at = e.addIndex(
-                       e.addIndex(
-                           e.mulIndex(e.addIndex(e.mulIndex(b, e.cIndex(shape.seq)),
-                                                 minIndex(position, lastRow)),
-                                      e.cIndex(stride)),
-                           e.mulIndex(head, e.cIndex(hd))),
-                       column);
-                   Value value =
-                       e.select(inside, body.load(x, at), e.cF32(0.0f));
-                   body.store(value, to.memory,
-                              e.addIndex(e.mulIndex(row, e.cIndex(to.stride)),
-                                         column));
-                   return SmallVector<Value>{};
-                 });
+  /// A thread's 16-byte pieces of a rows x head_dim tile: piece k is
+  /// quad thread + k * threads of the tile's row-major quads.
+  int64_t quads(int64_t rows) const { return rows * hd / 4; }
+  int64_t piecesPerThread(int64_t rows) const {
+    return ceilDiv(quads(rows), tiling.warps() * tile.lanes());
+  }
+  /// (row, column) of the thread's piece k (clamped into the tile).
+  std::pair<Value, Value> piece(int64_t rows, int64_t k) {
+    const int64_t threads = tiling.warps() * tile.lanes();
+    Value i = minIndex(e.addIndex(body.thread(), e.cIndex(k * threads)),
+                       e.cIndex(quads(rows) - 1));
+    return {e.divIndex(i, hd / 4),
+            e.mulIndex(arith::RemUIOp::create(body.b, i, e.cIndex(hd / 4)),
+                       e.cIndex(4))};
   }
 
-  /// `count` statistics (lse, delta: [batch, heads, seq]) of (b, head) from
-  /// position `first` into shared `to`.
-  void loadStatistics(Value to, Value statistics, Value b, Value head,
-                      Value first, int64_t count) {
-    body.strided(body.thread(), e.cIndex(count), tiling.warps() * tile.lanes(),
-                 {}, [&](Value i, ValueRange) {
-                   Value position = minIndex(e.addIndex(first, i),
-                                             e.cIndex(shape.seq - 1));
-                   body.store(body.load(statistics, statisticAt(b, head, position)),
-                              to, i);
-                   return SmallVector<Value>{};
-                 });
+  /// The thread's pieces of the rows x head_dim tile of x [batch, seq,
+  /// count * head_dim] from sequence position `first` of head `head`
+  /// (rows past the sequence read as 0), all loads issued at once: a tile
+  /// is fetched into registers while the one before it is computed on.
+  SmallVector<Value> fetch(Value x, Value b, Value head, Value first,
+                           int64_t rows, int64_t stride) {
+    auto quad = VectorType::get({4}, e.f32());
+    Value zero = arith::ConstantOp::create(
+        body.b, DenseElementsAttr::get(quad, body.b.getF32FloatAttr(0.0f)));
+    SmallVector<Value> pieces;
+    for (int64_t k = 0; k < piecesPerThread(rows); ++k) {
+      auto [row, column] = piece(rows, k);
+      Value position = e.addIndex(first, row);
+      Value at = e.addIndex(
+          rowAt(b, minIndex(position, e.cIndex(shape.seq - 1)), head, stride),
+          column);
+      Value values = vector::LoadOp::create(body.b, quad, x, ValueRange{at},
+                                            /*nontemporal=*/false,
+                                            llvm::MaybeAlign(16));
+      pieces.push_back(
+          e.select(body.ult(position, e.cIndex(shape.seq)), values, zero));
+    }
+    return pieces;
+  }
+
+  /// Stores fetched pieces into the staged tile.
+  void put(Staged to, ArrayRef<Value> pieces, int64_t rows) {
+    const int64_t threads = tiling.warps() * tile.lanes();
+    for (auto [k, values] : llvm::enumerate(pieces)) {
+      auto [row, column] = piece(rows, static_cast<int64_t>(k));
+      Value at = e.addIndex(e.mulIndex(row, e.cIndex(to.stride)), column);
+      auto store = [&] {
+        for (int64_t c = 0; c < 4; ++c)
+          body.store(vector::ExtractOp::create(body.b, values, c), to.memory,
+                     e.addIndex(at, e.cIndex(c)));
+      };
+      const int64_t next = static_cast<int64_t>(k + 1) * threads;
+      if (next <= quads(rows))
+        store();
+      else // the last piece of a tile not a multiple of the block
+        body.ifThen(body.ult(e.addIndex(body.thread(),
+                                        e.cIndex(next - threads)),
+                             e.cIndex(quads(rows))),
+                    store);
+    }
+  }
+
+  void load(Staged to, Value x, Value b, Value head, Value first, int64_t rows,
+            int64_t stride) {
+    put(to, fetch(x, b, head, first, rows, stride), rows);
   }
 
   Value statisticAt(Value b, Value head, Value position) {
@@ -303,21 +331,33 @@ void TiledAttention::forward() {
                           e.cIndex(shape.seq));
   Value keyTiles = e.divIndex(e.addIndex(keyEnd, e.cIndex(inner - 1)), inner);
   const int64_t slots = tile.rowSlots();
+  const size_t outValues = hd / tile.tileN() * tile.cValues();
+  const int64_t pieces = piecesPerThread(inner);
+  // Carried: O, the running maximum and sum, the next K and V pieces.
+  auto fetchKeysValues = [&](Value keyFirst) {
+    SmallVector<Value> next = fetch(body.arg(1), b, g, keyFirst, inner, kvStride);
+    next.append(fetch(body.arg(2), b, g, keyFirst, inner, kvStride));
+    return next;
+  };
   SmallVector<Value> init = flatten(zeros(hd));
-  init.append(slots, e.cF32(-INFINITY)); // running maximum
-  init.append(slots, e.cF32(0.0f));      // running sum
+  init.append(slots, e.cF32(-INFINITY));
+  init.append(slots, e.cF32(0.0f));
+  init.append(fetchKeysValues(e.cIndex(0)));
   SmallVector<Value> result = body.strided(
       e.cIndex(0), keyTiles, 1, init, [&](Value kt, ValueRange carried) {
-        const size_t base = carried.size() - 2 * slots;
-        Tiles out = unflatten(carried.take_front(base), hd);
-        SmallVector<Value> maximum(carried.begin() + base,
-                                   carried.begin() + base + slots);
-        SmallVector<Value> sum(carried.begin() + base + slots, carried.end());
+        Tiles out = unflatten(carried.take_front(outValues), hd);
+        SmallVector<Value> maximum(carried.begin() + outValues,
+                                   carried.begin() + outValues + slots);
+        SmallVector<Value> sum(carried.begin() + outValues + slots,
+                               carried.begin() + outValues + 2 * slots);
+        ValueRange fetched = carried.drop_front(outValues + 2 * slots);
         Value keyFirst = e.mulIndex(kt, e.cIndex(inner));
         body.barrier(); // the last step's reads of K, V and P are done
-        load(keys, body.arg(1), b, g, keyFirst, inner, kvStride);
-        load(values, body.arg(2), b, g, keyFirst, inner, kvStride);
+        put(keys, SmallVector<Value>(fetched.take_front(pieces)), inner);
+        put(values, SmallVector<Value>(fetched.drop_front(pieces)), inner);
         body.barrier();
+        SmallVector<Value> prefetched =
+            fetchKeysValues(e.addIndex(keyFirst, e.cIndex(inner)));
 
         Tiles scores = zeros(inner);
         product(scores, queries, hd, keys, /*nMajor=*/true);
@@ -356,10 +396,11 @@ void TiledAttention::forward() {
         SmallVector<Value> yielded = flatten(out);
         yielded.append(next.begin(), next.end());
         yielded.append(sum.begin(), sum.end());
+        yielded.append(prefetched);
         return yielded;
       });
 
-  const size_t base = result.size() - 2 * slots;
+  const size_t base = outValues;
   Tiles out = unflatten(ValueRange(result).take_front(base), hd);
   SmallVector<Value> inverse(slots);
   for (int64_t s = 0; s < slots; ++s)
@@ -409,15 +450,27 @@ void TiledAttention::queryGradients() {
   Value keyEnd = minIndex(e.addIndex(first, e.cIndex(rows)),
                           e.cIndex(shape.seq));
   Value keyTiles = e.divIndex(e.addIndex(keyEnd, e.cIndex(inner - 1)), inner);
+  const size_t gradValues = hd / tile.tileN() * tile.cValues();
+  const int64_t pieces = piecesPerThread(inner);
+  auto fetchKeysValues = [&](Value keyFirst) {
+    SmallVector<Value> next = fetch(body.arg(1), b, g, keyFirst, inner, kvStride);
+    next.append(fetch(body.arg(2), b, g, keyFirst, inner, kvStride));
+    return next;
+  };
+  SmallVector<Value> init = flatten(zeros(hd));
+  init.append(fetchKeysValues(e.cIndex(0)));
   SmallVector<Value> result = body.strided(
-      e.cIndex(0), keyTiles, 1, flatten(zeros(hd)),
+      e.cIndex(0), keyTiles, 1, init,
       [&](Value kt, ValueRange carried) {
-        Tiles grads = unflatten(carried, hd);
+        Tiles grads = unflatten(carried.take_front(gradValues), hd);
+        ValueRange fetched = carried.drop_front(gradValues);
         Value keyFirst = e.mulIndex(kt, e.cIndex(inner));
         body.barrier();
-        load(keys, body.arg(1), b, g, keyFirst, inner, kvStride);
-        load(values, body.arg(2), b, g, keyFirst, inner, kvStride);
+        put(keys, SmallVector<Value>(fetched.take_front(pieces)), inner);
+        put(values, SmallVector<Value>(fetched.drop_front(pieces)), inner);
         body.barrier();
+        SmallVector<Value> prefetched =
+            fetchKeysValues(e.addIndex(keyFirst, e.cIndex(inner)));
         Tiles scores = zeros(inner), dp = zeros(inner);
         product(scores, queries, hd, keys, /*nMajor=*/true);
         product(dp, outGrads, hd, values, /*nMajor=*/true);
@@ -436,10 +489,13 @@ void TiledAttention::queryGradients() {
         stash(scores, scoreGrads);
         body.barrier();
         product(grads, scoreGrads, inner, keys, /*nMajor=*/false);
-        return flatten(grads);
+        SmallVector<Value> next = flatten(grads);
+        next.append(prefetched);
+        return next;
       });
   SmallVector<Value> factor(slots, e.cF32(scale));
-  storeRows(unflatten(result, hd), body.arg(6), b, h, first, qStride, factor);
+  storeRows(unflatten(ValueRange(result).take_front(gradValues), hd),
+            body.arg(6), b, h, first, qStride, factor);
 }
 
 //===----------------------------------------------------------------------===//
@@ -471,22 +527,50 @@ void TiledAttention::keyValueGradients() {
   const size_t half = hd / tile.tileN() * tile.cValues();
   SmallVector<Value> init = flatten(zeros(hd)); // dK, then dV
   init.append(flatten(zeros(hd)));
+  // A query tile's Q and dO pieces, then the thread's lse and delta (of
+  // query tid, clamped).
+  const int64_t pieces = piecesPerThread(inner);
+  auto fetchQueries = [&](Value h, Value queryFirst) {
+    SmallVector<Value> next =
+        fetch(body.arg(0), b, h, queryFirst, inner, qStride);
+    next.append(fetch(body.arg(5), b, h, queryFirst, inner, qStride));
+    Value at = statisticAt(
+        b, h,
+        minIndex(e.addIndex(queryFirst,
+                            minIndex(body.thread(), e.cIndex(inner - 1))),
+                 e.cIndex(shape.seq - 1)));
+    next.push_back(body.load(body.arg(4), at));
+    next.push_back(body.load(body.arg(9), at));
+    return next;
+  };
   SmallVector<Value> result = body.strided(
       e.cIndex(0), e.cIndex(group), 1, init,
       [&](Value member, ValueRange acrossHeads) {
         Value h = e.addIndex(e.mulIndex(g, e.cIndex(group)), member);
-        return body.strided(
-            firstTile, queryTiles, 1, acrossHeads,
+        SmallVector<Value> start(acrossHeads);
+        start.append(fetchQueries(h, e.mulIndex(firstTile, e.cIndex(inner))));
+        SmallVector<Value> sums = body.strided(
+            firstTile, queryTiles, 1, start,
             [&](Value it, ValueRange carried) {
               Tiles keyGrads = unflatten(carried.take_front(half), hd);
-              Tiles valueGrads = unflatten(carried.drop_front(half), hd);
+              Tiles valueGrads =
+                  unflatten(carried.drop_front(half).take_front(half), hd);
+              ValueRange fetched = carried.drop_front(2 * half);
               Value queryFirst = e.mulIndex(it, e.cIndex(inner));
               body.barrier();
-              load(queries, body.arg(0), b, h, queryFirst, inner, qStride);
-              load(outGrads, body.arg(5), b, h, queryFirst, inner, qStride);
-              loadStatistics(lse, body.arg(4), b, h, queryFirst, inner);
-              loadStatistics(delta, body.arg(9), b, h, queryFirst, inner);
+              put(queries, SmallVector<Value>(fetched.take_front(pieces)),
+                  inner);
+              put(outGrads,
+                  SmallVector<Value>(
+                      fetched.drop_front(pieces).take_front(pieces)),
+                  inner);
+              body.ifThen(body.ult(body.thread(), e.cIndex(inner)), [&] {
+                body.store(fetched[2 * pieces], lse, body.thread());
+                body.store(fetched[2 * pieces + 1], delta, body.thread());
+              });
               body.barrier();
+              SmallVector<Value> prefetched =
+                  fetchQueries(h, e.addIndex(queryFirst, e.cIndex(inner)));
               // Transposed: the warp's key rows by the tile's queries.
               Tiles scores = zeros(inner), dp = zeros(inner);
               product(scores, keys, hd, queries, /*nMajor=*/true);
@@ -516,8 +600,11 @@ void TiledAttention::keyValueGradients() {
               product(keyGrads, scoreGrads, inner, queries, /*nMajor=*/false);
               SmallVector<Value> next = flatten(keyGrads);
               next.append(flatten(valueGrads));
+              next.append(prefetched);
               return next;
             });
+        sums.resize(2 * half);
+        return sums;
       });
   SmallVector<Value> factor(tile.rowSlots(), e.cF32(scale)),
       one(tile.rowSlots(), e.cF32(1.0f));

@@ -44,6 +44,7 @@ struct CudaDriver {
   int (*cuModuleUnload)(Handle) = nullptr;
   int (*cuModuleGetFunction)(Handle *, Handle, const char *) = nullptr;
   int (*cuFuncGetAttribute)(int *, int, Handle) = nullptr;
+  int (*cuFuncSetAttribute)(Handle, int, int) = nullptr;
   int (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, Handle, int,
                                                      size_t) = nullptr;
   int (*cuLaunchKernel)(Handle, unsigned, unsigned, unsigned, unsigned,
@@ -99,6 +100,7 @@ struct CudaDriver {
     resolve(cuModuleUnload, "cuModuleUnload");
     resolve(cuModuleGetFunction, "cuModuleGetFunction");
     resolve(cuFuncGetAttribute, "cuFuncGetAttribute");
+    resolve(cuFuncSetAttribute, "cuFuncSetAttribute");
     resolve(cuOccupancyMaxActiveBlocksPerMultiprocessor,
             "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     resolve(cuLaunchKernel, "cuLaunchKernel");
@@ -367,6 +369,20 @@ io::Status CudaBackend::launch(Kernel kernel, const LaunchConfig &config,
     if (io::Status live = tables_.checkLive(buffers[i], "launch"); !live)
       return io::Error(live.error().message() + " (buffer argument " +
                        std::to_string(i) + ")");
+  constexpr uint32_t kDefaultSharedBytes = 48 * 1024;
+  constexpr int kMaxDynamicSharedBytes = 8; // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+  if (config.sharedMemoryBytes > kDefaultSharedBytes) {
+    uint32_t &allowed = sharedAllowed_[kernel.handle];
+    if (allowed < config.sharedMemoryBytes) {
+      if (int r = driver_->cuFuncSetAttribute(
+              reinterpret_cast<void *>(kernel.handle), kMaxDynamicSharedBytes,
+              static_cast<int>(config.sharedMemoryBytes)))
+        return io::Error(driverError("cuFuncSetAttribute", r).message() +
+                         " (" + std::to_string(config.sharedMemoryBytes) +
+                         " bytes of shared memory)");
+      allowed = config.sharedMemoryBytes;
+    }
+  }
   ParameterSlots parameters(buffers, scalars);
   if (int r = driver_->cuLaunchKernel(
           reinterpret_cast<void *>(kernel.handle), config.grid[0],

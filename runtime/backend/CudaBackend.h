@@ -11,6 +11,8 @@
 // order (KernelABI.h): each buffer as its 64-bit device address, each scalar
 // as a 64-bit integer or double — the calling convention the compiler's GPU
 // kernels are generated for (`.param .u64` / `.param .s64` / `.param .f64`).
+// A launch's dynamic shared memory above 48 KiB is allowed to its kernel
+// (cuFuncSetAttribute) before its first launch with that much.
 //
 //===----------------------------------------------------------------------===//
 
@@ -87,6 +89,9 @@ private:
   io::Error driverError(const char *call, int result) const;
 
   std::unique_ptr<CudaDriver> driver_;
+  /// The dynamic shared memory each kernel may use so far (above 48 KiB a
+  /// kernel must be allowed it, once, before its launch).
+  std::map<uint64_t, uint32_t> sharedAllowed_;
   int device_ = 0;
   void *context_ = nullptr;
   int computeCapability_ = 0;

@@ -410,6 +410,9 @@ std::string tetra::schedule::toJson(const Schedule &schedule) {
       entry.set("grid", std::move(grid));
       entry.set("block", std::move(block));
     }
+    if (launch.config.sharedMemoryBytes > 0)
+      entry.set("shared_bytes",
+                JsonValue::integer(launch.config.sharedMemoryBytes));
     launches.push(std::move(entry));
   }
   root.set("launches", std::move(launches));
@@ -712,6 +715,14 @@ io::Expected<Schedule> tetra::schedule::fromJson(std::string_view text) {
                            "' must be three positive integers");
         dims[d] = static_cast<uint32_t>(value);
       }
+    }
+    if (const io::JsonValue *shared = item.find("shared_bytes")) {
+      int64_t value;
+      if (!reader.integer(*shared, value, "shared_bytes") || value < 0 ||
+          value > 0x7FFFFFFF)
+        return io::Error(reader.path +
+                         ": 'shared_bytes' must be a byte count");
+      launch.config.sharedMemoryBytes = static_cast<uint32_t>(value);
     }
     schedule.launches.push_back(std::move(launch));
   }

@@ -99,7 +99,8 @@ struct Launch {
   std::vector<std::pair<int, std::string>> boundScalars;
   /// Set for a compiled kernel that computes one GEMM of a linear layer.
   std::optional<GemmLaunch> gemm;
-  /// A GPU launch's grid and block (the compiler's choice for its kernel);
+  /// A GPU launch's grid, block and dynamic shared memory (the compiler's
+  /// choice for its kernel; "grid", "block", "shared_bytes" in the JSON);
   /// the CPU ignores it.
   backend::LaunchConfig config;
 };

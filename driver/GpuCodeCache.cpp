@@ -1,0 +1,124 @@
+//===- GpuCodeCache.cpp - Compiled GPU code objects on disk ---------------===//
+
+#include "driver/GpuCodeCache.h"
+
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <cstdlib>
+
+using namespace tetra;
+
+namespace {
+
+constexpr llvm::StringLiteral kFormat = "tetra-gpu-code 1";
+
+std::string sha256(llvm::StringRef text) {
+  return llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(text)),
+                     /*LowerCase=*/true);
+}
+
+std::string entryPath(llvm::StringRef chip, llvm::StringRef key) {
+  std::string root = codeCacheRoot();
+  if (root.empty())
+    return "";
+  llvm::SmallString<256> path(root);
+  llvm::sys::path::append(path, chip, key + ".code");
+  return std::string(path);
+}
+
+/// The payload: the code's length in decimal, a newline, the code, then the
+/// assembly.
+std::string payload(const CachedGpuCode &code) {
+  return std::to_string(code.code.size()) + "\n" + code.code + code.assembly;
+}
+
+} // namespace
+
+std::string tetra::codeCacheRoot() {
+  llvm::SmallString<256> directory;
+  if (const char *tetra = std::getenv("TETRA_CACHE_DIR"); tetra && *tetra) {
+    if (llvm::StringRef(tetra) == "off")
+      return "";
+    directory = tetra;
+  } else if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    directory = xdg;
+    llvm::sys::path::append(directory, "tetra");
+  } else if (const char *home = std::getenv("HOME"); home && *home) {
+    directory = home;
+    llvm::sys::path::append(directory, ".cache", "tetra");
+  }
+  return std::string(directory);
+}
+
+std::string tetra::gpuCacheKey(llvm::StringRef loweredModule,
+                               llvm::StringRef chip) {
+  llvm::SHA256 hash;
+  for (llvm::StringRef part :
+       {loweredModule, chip, llvm::StringRef(LLVM_VERSION_STRING),
+        llvm::StringRef(kGpuCompilerVersion)}) {
+    hash.update(part);
+    hash.update(llvm::StringRef("\0", 1));
+  }
+  return llvm::toHex(hash.final(), /*LowerCase=*/true);
+}
+
+std::optional<CachedGpuCode> tetra::readCachedGpuCode(llvm::StringRef chip,
+                                                      llvm::StringRef key) {
+  std::string path = entryPath(chip, key);
+  if (path.empty())
+    return std::nullopt;
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                  /*RequiresNullTerminator=*/false);
+  if (!file)
+    return std::nullopt;
+  // "tetra-gpu-code 1 <length> <sha256>\n<payload>"
+  llvm::StringRef text = (*file)->getBuffer();
+  auto [header, rest] = text.split('\n');
+  llvm::SmallVector<llvm::StringRef> fields;
+  header.split(fields, ' ');
+  size_t length = 0;
+  if (fields.size() != 4 || (fields[0] + " " + fields[1]).str() != kFormat ||
+      fields[2].getAsInteger(10, length) || rest.size() != length ||
+      sha256(rest) != fields[3])
+    return std::nullopt;
+  auto [codeLength, both] = rest.split('\n');
+  size_t codeBytes = 0;
+  if (codeLength.getAsInteger(10, codeBytes) || codeBytes > both.size())
+    return std::nullopt;
+  return CachedGpuCode{both.substr(0, codeBytes).str(),
+                       both.substr(codeBytes).str()};
+}
+
+void tetra::storeCachedGpuCode(llvm::StringRef chip, llvm::StringRef key,
+                               const CachedGpuCode &code) {
+  std::string path = entryPath(chip, key);
+  if (path.empty() ||
+      llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)))
+    return;
+  std::string body = payload(code);
+  std::string temporary =
+      path + ".tmp" + std::to_string(llvm::sys::Process::getProcessId());
+  {
+    std::error_code error;
+    llvm::raw_fd_ostream os(temporary, error);
+    if (error)
+      return;
+    os << kFormat << " " << body.size() << " " << sha256(body) << "\n" << body;
+    os.close();
+    if (os.has_error()) {
+      os.clear_error();
+      llvm::sys::fs::remove(temporary);
+      return;
+    }
+  }
+  if (llvm::sys::fs::rename(temporary, path))
+    llvm::sys::fs::remove(temporary);
+}
