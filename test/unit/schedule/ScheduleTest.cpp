@@ -127,6 +127,7 @@ TEST(ScheduleJson, RoundTrip) {
   schedule.launches.back().config.grid[0] = 40;
   schedule.launches.back().config.grid[1] = 3;
   schedule.launches.back().config.block[0] = 256;
+  schedule.launches.back().config.sharedMemoryBytes = 100 * 1024;
   schedule.launches.back().gemm = gemm;
   schedule.launches.back().gemm->operands[0].buffer = 1;
   schedule.phases = {1, 2, 3};
@@ -158,6 +159,7 @@ TEST(ScheduleJson, RoundTrip) {
   EXPECT_EQ(gpu.config.grid[1], 3u);
   EXPECT_EQ(gpu.config.grid[2], 1u);
   EXPECT_EQ(gpu.config.block[0], 256u);
+  EXPECT_EQ(gpu.config.sharedMemoryBytes, 100u * 1024);
   EXPECT_EQ(gpu.gemm->operands.at(0).buffer, 1);
   // A CPU launch has no grid in its JSON.
   EXPECT_EQ(toJson(schedule).find("\"grid\""),
@@ -192,6 +194,8 @@ TEST(ScheduleJson, MalformedIsAnError) {
        "launches[0]: 'grid' must be three positive integers"},
       {"\"origin\"", "\"block\":[32,1],\"origin\"",
        "launches[0]: 'block' must be three positive integers"},
+      {"\"origin\"", "\"shared_bytes\":-1,\"origin\"",
+       "launches[0]: 'shared_bytes' must be a byte count"},
   };
   for (const Case &c : cases) {
     std::string text = good;
