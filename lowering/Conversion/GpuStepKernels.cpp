@@ -979,6 +979,9 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
       body.store(e.select(isTarget, e.subf(value, factor), value), body.arg(4),
                  i);
     });
+    // Each element of the logits is read before its gradient is written:
+    // the gradient may take the logits' memory (their last use).
+    launches.back().inPlace = {{4, 0}};
     return success();
   }
 

@@ -33,6 +33,23 @@ std::vector<std::pair<int, int>> lifetimes(const Schedule &schedule) {
   return life;
 }
 
+/// Whether `output` first appears at the launch where `input` is last used,
+/// which declares that pair in place.
+bool inPlaceAt(const Schedule &schedule,
+               const std::vector<std::pair<int, int>> &life, int input,
+               int output) {
+  const int at = life[input].second;
+  if (at < 0 || life[output].first != at)
+    return false;
+  const Launch &launch = schedule.launches[at];
+  for (auto [out, in] : launch.inPlace)
+    if (out < static_cast<int>(launch.buffers.size()) &&
+        in < static_cast<int>(launch.buffers.size()) &&
+        launch.buffers[out] == output && launch.buffers[in] == input)
+      return true;
+  return false;
+}
+
 int64_t alignUp(int64_t value, int64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
@@ -118,18 +135,53 @@ int64_t Schedule::unplannedBytes() const {
 
 void tetra::schedule::planMemory(Schedule &schedule, int64_t alignment) {
   std::vector<std::pair<int, int>> life = lifetimes(schedule);
+  const int count = static_cast<int>(schedule.buffers.size());
+  auto temporary = [&](int i) {
+    return i >= 0 && i < count &&
+           schedule.buffers[i].role == BufferRole::Temporary;
+  };
+  // In-place outputs join their input's group: one placement, the group's
+  // lifetime and its largest size.
+  std::vector<int> group(count);
+  for (int i = 0; i < count; ++i)
+    group[i] = i;
+  for (int l = 0; l < static_cast<int>(schedule.launches.size()); ++l) {
+    const Launch &launch = schedule.launches[l];
+    for (auto [output, input] : launch.inPlace) {
+      if (output < 0 || input < 0 ||
+          output >= static_cast<int>(launch.buffers.size()) ||
+          input >= static_cast<int>(launch.buffers.size()))
+        continue;
+      int out = launch.buffers[output], in = launch.buffers[input];
+      if (out != in && temporary(out) && temporary(in) &&
+          life[in].second == l && life[out].first == l && group[out] == out)
+        group[out] = group[in];
+    }
+  }
+  std::vector<int64_t> groupBytes(count, 0);
+  std::vector<std::pair<int, int>> groupLife(count, {-1, -1});
+  for (int i = 0; i < count; ++i) {
+    if (!temporary(i))
+      continue;
+    int g = group[i];
+    groupBytes[g] = std::max(groupBytes[g], schedule.buffers[i].bytes());
+    auto &[first, last] = groupLife[g];
+    if (life[i].first >= 0) {
+      first = first < 0 ? life[i].first : std::min(first, life[i].first);
+      last = std::max(last, life[i].second);
+    }
+  }
+
   std::vector<int> order;
-  for (int i = 0; i < static_cast<int>(schedule.buffers.size()); ++i)
-    if (schedule.buffers[i].role == BufferRole::Temporary)
+  for (int i = 0; i < count; ++i)
+    if (temporary(i) && group[i] == i)
       order.push_back(i);
   // Largest first, then by first use, then by index: a deterministic order.
   std::sort(order.begin(), order.end(), [&](int a, int b) {
-    int64_t sizeA = schedule.buffers[a].bytes();
-    int64_t sizeB = schedule.buffers[b].bytes();
-    if (sizeA != sizeB)
-      return sizeA > sizeB;
-    if (life[a].first != life[b].first)
-      return life[a].first < life[b].first;
+    if (groupBytes[a] != groupBytes[b])
+      return groupBytes[a] > groupBytes[b];
+    if (groupLife[a].first != groupLife[b].first)
+      return groupLife[a].first < groupLife[b].first;
     return a < b;
   });
 
@@ -138,11 +190,11 @@ void tetra::schedule::planMemory(Schedule &schedule, int64_t alignment) {
     int first, last;
   };
   std::vector<Placed> placed;
+  std::vector<int64_t> offset(count, -1);
   int64_t arena = 0;
   for (int index : order) {
-    BufferDesc &buffer = schedule.buffers[index];
-    int64_t size = alignUp(std::max<int64_t>(buffer.bytes(), 1), alignment);
-    auto [first, last] = life[index];
+    int64_t size = alignUp(std::max<int64_t>(groupBytes[index], 1), alignment);
+    auto [first, last] = groupLife[index];
     // The gaps between placed buffers whose lifetimes overlap this one's.
     std::vector<std::pair<int64_t, int64_t>> busy;
     for (const Placed &other : placed)
@@ -160,10 +212,13 @@ void tetra::schedule::planMemory(Schedule &schedule, int64_t alignment) {
     }
     if (best < 0)
       best = cursor;
-    buffer.offset = best;
+    offset[index] = best;
     placed.push_back({best, best + size, first, last});
     arena = std::max(arena, best + size);
   }
+  for (int i = 0; i < count; ++i)
+    if (temporary(i))
+      schedule.buffers[i].offset = offset[group[i]];
   schedule.arenaBytes = arena;
 }
 
@@ -256,6 +311,9 @@ io::Status tetra::schedule::validate(
           x.offset < y.offset + y.bytes() && y.offset < x.offset + x.bytes();
       bool livesOverlap =
           life[a].first <= life[b].second && life[b].first <= life[a].second;
+      if (livesOverlap && x.offset == y.offset &&
+          (inPlaceAt(schedule, life, a, b) || inPlaceAt(schedule, life, b, a)))
+        continue; // an in-place output on its dying input
       if (bytesOverlap && livesOverlap && x.bytes() && y.bytes())
         return io::Error("temporaries '" + x.name + "' and '" + y.name +
                          "' share arena bytes while both are live");
@@ -409,6 +467,16 @@ std::string tetra::schedule::toJson(const Schedule &schedule) {
       }
       entry.set("grid", std::move(grid));
       entry.set("block", std::move(block));
+    }
+    if (!launch.inPlace.empty()) {
+      JsonValue pairs = JsonValue::array();
+      for (auto [output, input] : launch.inPlace) {
+        JsonValue pair = JsonValue::array();
+        pair.push(JsonValue::integer(output));
+        pair.push(JsonValue::integer(input));
+        pairs.push(std::move(pair));
+      }
+      entry.set("in_place", std::move(pairs));
     }
     if (launch.config.sharedMemoryBytes > 0)
       entry.set("shared_bytes",
@@ -715,6 +783,26 @@ io::Expected<Schedule> tetra::schedule::fromJson(std::string_view text) {
                            "' must be three positive integers");
         dims[d] = static_cast<uint32_t>(value);
       }
+    }
+    if (const io::JsonValue *pairs = item.find("in_place")) {
+      bool good = pairs->isArray();
+      for (size_t p = 0; good && p < pairs->items().size(); ++p) {
+        const io::JsonValue &pair = pairs->items()[p];
+        int64_t output, input;
+        good = pair.isArray() && pair.items().size() == 2 &&
+               reader.integer(pair.items()[0], output, "in_place") &&
+               reader.integer(pair.items()[1], input, "in_place") &&
+               output >= 0 && input >= 0 &&
+               output < static_cast<int64_t>(launch.buffers.size()) &&
+               input < static_cast<int64_t>(launch.buffers.size());
+        if (good)
+          launch.inPlace.push_back(
+              {static_cast<int>(output), static_cast<int>(input)});
+      }
+      if (!good)
+        return io::Error(reader.path +
+                         ": 'in_place' must be [output, input] argument "
+                         "pairs");
     }
     if (const io::JsonValue *shared = item.find("shared_bytes")) {
       int64_t value;

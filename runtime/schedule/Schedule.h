@@ -99,6 +99,11 @@ struct Launch {
   std::vector<std::pair<int, std::string>> boundScalars;
   /// Set for a compiled kernel that computes one GEMM of a linear layer.
   std::optional<GemmLaunch> gemm;
+  /// Arguments (output, input) whose memory this launch may share: its
+  /// kernel reads each element of the input before writing the output's
+  /// same element, so where the input dies at this launch, planMemory
+  /// places the output on it ("in_place" in the JSON).
+  std::vector<std::pair<int, int>> inPlace;
   /// A GPU launch's grid, block and dynamic shared memory (the compiler's
   /// choice for its kernel; "grid", "block", "shared_bytes" in the JSON);
   /// the CPU ignores it.

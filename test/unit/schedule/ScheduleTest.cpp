@@ -97,6 +97,33 @@ TEST(MemoryPlan, ValidateCatchesOverlappingLiveTemporaries) {
             std::string::npos);
 }
 
+TEST(MemoryPlan, InPlaceOutputTakesItsDyingInput) {
+  // t0 -> t1 -> t2: launch 1 may write t2 over t1 (t1's last use).
+  Schedule schedule = chain(2, 1000);
+  schedule.launches[1].inPlace = {{1, 0}};
+  planMemory(schedule);
+  EXPECT_EQ(schedule.buffers[2].offset, schedule.buffers[1].offset);
+  EXPECT_TRUE(static_cast<bool>(validate(schedule)));
+  // t0 and t1 are live together in launch 0: still apart.
+  EXPECT_NE(schedule.buffers[0].offset, schedule.buffers[1].offset);
+  io::Expected<Schedule> back = fromJson(toJson(schedule));
+  ASSERT_TRUE(static_cast<bool>(back)) << back.error().message();
+  EXPECT_EQ(back->launches[1].inPlace, schedule.launches[1].inPlace);
+
+  // An input still read later keeps its memory.
+  Schedule later = chain(2, 1000);
+  later.launches[1].inPlace = {{1, 0}};
+  later.launches.push_back(
+      makeLaunch("silu.forward", {1, 0}, {Scalar::integer(1000)}, "again"));
+  planMemory(later);
+  EXPECT_NE(later.buffers[2].offset, later.buffers[1].offset);
+  EXPECT_TRUE(static_cast<bool>(validate(later)));
+  // Undeclared, the same sharing is an error.
+  Schedule undeclared = schedule;
+  undeclared.launches[1].inPlace.clear();
+  EXPECT_FALSE(static_cast<bool>(validate(undeclared)));
+}
+
 TEST(ScheduleJson, RoundTrip) {
   Schedule schedule = chain(3, 8);
   schedule.buffers.push_back(bound("embed", BufferRole::Parameter, {4, 2}));
@@ -196,6 +223,8 @@ TEST(ScheduleJson, MalformedIsAnError) {
        "launches[0]: 'block' must be three positive integers"},
       {"\"origin\"", "\"shared_bytes\":-1,\"origin\"",
        "launches[0]: 'shared_bytes' must be a byte count"},
+      {"\"origin\"", "\"in_place\":[[1,5]],\"origin\"",
+       "launches[0]: 'in_place' must be [output, input] argument pairs"},
   };
   for (const Case &c : cases) {
     std::string text = good;
