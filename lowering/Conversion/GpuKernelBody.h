@@ -215,6 +215,7 @@ struct Body {
     gpu::BarrierOp::create(b);
     return result;
   }
+  /// A workgroup array of `count` elements (a static allocation).
   Value sharedArray(int64_t count, Type element) {
     mlir::Attribute workgroup = gpu::AddressSpaceAttr::get(
         b.getContext(), gpu::AddressSpace::Workgroup);

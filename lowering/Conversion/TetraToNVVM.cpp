@@ -870,6 +870,8 @@ public:
   int64_t rowSlots() const override { return 2; }
   int64_t rowSlot(int64_t r) const override { return r >> 1; }
   SmallVector<int32_t> rowPartners() const override { return {1, 2}; }
+  /// The static limit: larger tiles in dynamic shared memory (64 x 64,
+  /// up to 105 KiB) were measured no faster (docs/benchmarks.md).
   int64_t sharedBytes() const override { return 48 * 1024; }
 
   SmallVector<Value> multiply(QuantizationEmitter &e, ArrayRef<Value> a,
