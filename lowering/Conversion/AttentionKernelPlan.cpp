@@ -120,6 +120,12 @@ private:
   SmallVector<std::pair<Value, Value>> aAt, bAt, cAt;
 
   Value threads() { return e.cIndex(tiling.warps() * tile.lanes()); }
+  /// e^x as 2^(x log2 e) by the chip's instruction (its error, about
+  /// 2^-22 of the result, is below the products'; the CPU's polynomial
+  /// fastExp took 15 % more of the kernels' time on the H200).
+  Value exp(Value x) {
+    return tile.exp2(e, e.mulf(x, e.cF32(1.44269504088896341f)));
+  }
   Value minIndex(Value x, Value y) {
     return arith::MinUIOp::create(body.b, x, y);
   }
@@ -378,11 +384,11 @@ void TiledAttention::forward() {
         SmallVector<Value> next(slots), rescale(slots);
         for (int64_t s = 0; s < slots; ++s) {
           next[s] = larger(maximum[s], tileMaximum[s]);
-          rescale[s] = body.fastExp(e.subf(maximum[s], next[s]));
+          rescale[s] = exp(e.subf(maximum[s], next[s]));
         }
         for (SmallVector<Value> &t : scores)
           for (int64_t r = 0; r < tile.cValues(); ++r)
-            t[r] = body.fastExp(e.subf(t[r], next[tile.rowSlot(r)]));
+            t[r] = exp(e.subf(t[r], next[tile.rowSlot(r)]));
         SmallVector<Value> tileSum = rowCombine(
             scores, e.cF32(0.0f), [&](Value x, Value y) { return e.addf(x, y); });
         for (int64_t s = 0; s < slots; ++s)
@@ -481,7 +487,7 @@ void TiledAttention::queryGradients() {
                 keyFirst, e.addIndex(cAt[r].second, e.cIndex(n * tile.tileN())));
             Value visible = e.bitAnd(ule(key, position[s]),
                                      body.ult(key, e.cIndex(shape.seq)));
-            Value p = body.fastExp(
+            Value p = exp(
                 e.subf(e.mulf(t[r], e.cF32(scale)), lse[s]));
             t[r] = e.select(visible, e.mulf(p, e.subf(dp[n][r], delta[s])),
                             e.cF32(0.0f));
@@ -585,7 +591,7 @@ void TiledAttention::keyValueGradients() {
                                body.ult(query, e.cIndex(shape.seq)));
                   Value p = e.select(
                       visible,
-                      body.fastExp(e.subf(e.mulf(t[r], e.cF32(scale)),
+                      exp(e.subf(e.mulf(t[r], e.cF32(scale)),
                                           body.load(lse, column))),
                       e.cF32(0.0f));
                   t[r] = p;

@@ -21,17 +21,18 @@
 //              output is written by one block: deterministic.
 //
 // Every operand of a product is staged in shared memory (rows padded by 4
-// floats); accumulators stay in registers. exp is the CPU's fastExp, the
-// scale 1/sqrt(head_dim) in fp32, lse's log in fp64 — the same functions as
-// the CPU; results differ from it only by the summation order and the matrix
-// units' products (sm_90a: fp32 products as three TF32 products, hi·hi +
-// hi·lo + lo·hi, about fp32's precision; gfx950: fp32 MFMAs, exact fp32
-// products).
+// floats), fetched as 16-byte pieces one tile ahead; accumulators stay in
+// registers. The scale 1/sqrt(head_dim) is the CPU's fp32 value and lse's
+// log the fp64 series of the other kernels; exp is the chip's exp2
+// instruction on x log2(e). Results differ from the CPU's by the summation
+// order, that exp (about 2^-22 relative) and the matrix units' products
+// (sm_90a: fp32 products as three TF32 products, hi·hi + hi·lo + lo·hi,
+// about fp32's precision; gfx950: fp32 MFMAs, exact fp32 products).
 //
 // A chip adds only its matrix instruction (AttentionMatrixTile): which
 // (row, k), (k, n) and (row, n) elements of the 16 x tileK, tileK x tileN
 // and 16 x tileN slabs each lane holds, which lanes share an accumulator
-// row, the multiply-add, and its shared-memory limit.
+// row, the multiply-add, its exp2 and its shared-memory limit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -84,6 +85,8 @@ public:
                                       llvm::ArrayRef<Value> c) const = 0;
   /// Static shared memory a block may use.
   virtual int64_t sharedBytes() const = 0;
+  /// 2^x by the chip's own instruction (no device library).
+  virtual Value exp2(QuantizationEmitter &e, Value x) const = 0;
 };
 
 /// sm_90a: mma.sync.m16n8k8 TF32, each fp32 product as three (TetraToNVVM.cpp).

@@ -363,6 +363,13 @@ public:
   int64_t rowSlot(int64_t r) const override { return r; }
   SmallVector<int32_t> rowPartners() const override { return {1, 2, 4, 8}; }
   int64_t sharedBytes() const override { return 64 * 1024; }
+  /// v_exp_f32.
+  Value exp2(QuantizationEmitter &e, Value x) const override {
+    return LLVM::CallIntrinsicOp::create(
+               e.b, e.f32(), e.b.getStringAttr("llvm.amdgcn.exp2.f32"),
+               ValueRange{x})
+        .getResult(0);
+  }
 
   SmallVector<Value> multiply(QuantizationEmitter &e, ArrayRef<Value> a,
                               ArrayRef<Value> b,

@@ -873,6 +873,13 @@ public:
   /// The static limit: larger tiles in dynamic shared memory (64 x 64,
   /// up to 105 KiB) were measured no faster (docs/benchmarks.md).
   int64_t sharedBytes() const override { return 48 * 1024; }
+  /// ex2.approx.f32 (the SFU's; -inf gives 0).
+  Value exp2(QuantizationEmitter &e, Value x) const override {
+    return LLVM::CallIntrinsicOp::create(
+               e.b, e.f32(), e.b.getStringAttr("llvm.nvvm.ex2.approx.f32"),
+               ValueRange{x})
+        .getResult(0);
+  }
 
   SmallVector<Value> multiply(QuantizationEmitter &e, ArrayRef<Value> a,
                               ArrayRef<Value> b,
@@ -882,6 +889,7 @@ public:
       for (Value value : x) {
         Value bits = e.bitcast(value, e.i32());
         // Round to nearest (ties away) at TF32's 10 fraction bits.
+        // (Integer arithmetic: cvt.rna.tf32.f32 measured slower.)
         Value high = e.bitAnd(e.add(bits, e.c32(0x1000)),
                               e.c32(static_cast<int32_t>(0xFFFFE000u)));
         hi.push_back(high);
