@@ -24,8 +24,10 @@ namespace {
 /// Threads per block of the row- and column-parallel launches (a power of
 /// two: block reductions halve it).
 constexpr int64_t kRowThreads = 128;
-/// Vocabulary rows per block of embedding.backward's columns.
-constexpr int64_t kVocabularyChunk = 1024;
+/// Vocabulary rows per block of embedding.backward's columns, and tokens
+/// per chunk its blocks stage in shared memory.
+constexpr int64_t kVocabularyChunk = 256;
+constexpr int64_t kTokenChunk = 1024;
 /// Rows per partial sum of RMSNorm's weight gradient.
 constexpr int64_t kWeightGradientRows = 256;
 /// Elements per block of the global norm's sums of squares.
@@ -405,19 +407,46 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                            e.addIndex(e.mulIndex(v, e.cIndex(dim)), c));
               });
             });
-            e.loop(e.cIndex(0), e.cIndex(count), [&](Value n) {
-              Value token = body.index(body.load(body.arg(0), n));
-              Value mine = e.bitAnd(
-                  arith::CmpIOp::create(body.b, CmpIPredicate::uge, token,
-                                        first),
-                  body.ult(token, last));
-              body.ifThen(mine, [&] {
-                Value at = e.addIndex(e.mulIndex(token, e.cIndex(dim)), c);
-                Value grad = body.load(
-                    body.arg(1), e.addIndex(e.mulIndex(n, e.cIndex(dim)), c));
-                body.store(e.addf(body.load(table, at), grad), table, at);
+          });
+          // The tokens pass through shared memory a chunk at a time (read
+          // once per block, coalesced); each thread then scans them in
+          // order.
+          Value tokens = body.sharedArray(kTokenChunk, e.i32());
+          body.strided(e.cIndex(0), e.cIndex(count), kTokenChunk, {},
+                       [&](Value start, ValueRange) {
+            body.barrier();
+            body.strided(body.thread(), e.cIndex(kTokenChunk), kRowThreads, {},
+                         [&](Value i, ValueRange) {
+              Value n = e.addIndex(start, i);
+              Value inside = body.ult(n, e.cIndex(count));
+              Value at = arith::MinUIOp::create(body.b, n,
+                                                e.cIndex(count - 1));
+              body.store(e.select(inside, body.load(body.arg(0), at),
+                                  e.c32(-1)),
+                         tokens, i);
+              return SmallVector<Value>{};
+            });
+            body.barrier();
+            body.ifThen(body.ult(c, e.cIndex(dim)), [&] {
+              Value end = arith::MinUIOp::create(
+                  body.b, e.cIndex(kTokenChunk),
+                  arith::SubIOp::create(body.b, e.cIndex(count), start));
+              e.loop(e.cIndex(0), end, [&](Value j) {
+                Value token = body.index(body.load(tokens, j));
+                Value mine = e.bitAnd(
+                    arith::CmpIOp::create(body.b, CmpIPredicate::uge, token,
+                                          first),
+                    body.ult(token, last));
+                body.ifThen(mine, [&] {
+                  Value n = e.addIndex(start, j);
+                  Value at = e.addIndex(e.mulIndex(token, e.cIndex(dim)), c);
+                  Value grad = body.load(
+                      body.arg(1), e.addIndex(e.mulIndex(n, e.cIndex(dim)), c));
+                  body.store(e.addf(body.load(table, at), grad), table, at);
+                });
               });
             });
+            return SmallVector<Value>{};
           });
         });
     add(symbol, grid, kRowThreads, launch);
