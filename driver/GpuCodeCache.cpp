@@ -122,3 +122,71 @@ void tetra::storeCachedGpuCode(llvm::StringRef chip, llvm::StringRef key,
   if (llvm::sys::fs::rename(temporary, path))
     llvm::sys::fs::remove(temporary);
 }
+
+std::string tetra::stepCacheKey(llvm::StringRef chip, llvm::StringRef options,
+                                const std::vector<std::string> &sources) {
+  llvm::SHA256 hash;
+  auto part = [&](llvm::StringRef text) {
+    hash.update(text);
+    hash.update(llvm::StringRef("\0", 1));
+  };
+  part("tetra-step-cache 1");
+  part(LLVM_VERSION_STRING);
+  part(chip);
+  part(options);
+  // The compiler itself: any rebuild changes the key.
+  std::string self = llvm::sys::fs::getMainExecutable(nullptr, nullptr);
+  for (const std::string &file : [&] {
+         std::vector<std::string> all = {self};
+         all.insert(all.end(), sources.begin(), sources.end());
+         return all;
+       }()) {
+    llvm::SmallString<256> path(file);
+    if (llvm::sys::fs::make_absolute(path))
+      return "";
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> bytes =
+        llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                    /*RequiresNullTerminator=*/false);
+    if (!bytes)
+      return "";
+    part(path);
+    part((*bytes)->getBuffer());
+  }
+  return llvm::toHex(hash.final(), /*LowerCase=*/true);
+}
+
+std::string tetra::stepCacheDirectory(llvm::StringRef chip,
+                                      llvm::StringRef key) {
+  std::string root = codeCacheRoot();
+  if (root.empty() || key.empty())
+    return "";
+  llvm::SmallString<256> path(root);
+  llvm::sys::path::append(path, "steps", chip, key);
+  return std::string(path);
+}
+
+bool tetra::copyDirectory(const std::string &from, const std::string &to) {
+  std::error_code error;
+  if (llvm::sys::fs::create_directories(to))
+    return false;
+  for (llvm::sys::fs::recursive_directory_iterator entry(from, error), end;
+       !error && entry != end; entry.increment(error)) {
+    llvm::StringRef relative = llvm::StringRef(entry->path()).drop_front(
+        from.size());
+    std::string target = to + relative.str();
+    llvm::ErrorOr<llvm::sys::fs::basic_file_status> status = entry->status();
+    if (!status) {
+      error = status.getError();
+      break;
+    }
+    if (status->type() == llvm::sys::fs::file_type::directory_file)
+      error = llvm::sys::fs::create_directories(target);
+    else
+      error = llvm::sys::fs::copy_file(entry->path(), target);
+  }
+  if (error) {
+    llvm::sys::fs::remove_directories(to);
+    return false;
+  }
+  return true;
+}

@@ -15,6 +15,12 @@
 // through a temporary file and a rename; failing to write one is not an
 // error.
 //
+// Whole step bundles are cached too, under `<cache>/steps/<chip>/<key>/`,
+// the key a SHA-256 over the compiler's own executable, the chip, the
+// options and every source file (its absolute path and its bytes): a second
+// `tetra compile` of an unchanged run copies the bundle, once its checksum
+// has been verified.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef TETRA_DRIVER_GPUCODECACHE_H
@@ -24,6 +30,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tetra {
 
@@ -51,6 +58,19 @@ std::optional<CachedGpuCode> readCachedGpuCode(llvm::StringRef chip,
 /// Stores an entry (quietly does nothing where it cannot).
 void storeCachedGpuCode(llvm::StringRef chip, llvm::StringRef key,
                         const CachedGpuCode &code);
+
+/// The key of a step compiled for `chip` with `options` (the command's
+/// settings as text) from `sources`; "" where a source or the executable
+/// cannot be read.
+std::string stepCacheKey(llvm::StringRef chip, llvm::StringRef options,
+                         const std::vector<std::string> &sources);
+
+/// `<cache>/steps/<chip>/<key>`, or "" without a cache.
+std::string stepCacheDirectory(llvm::StringRef chip, llvm::StringRef key);
+
+/// Copies the files under `from` (subfolders too) into a new folder `to`;
+/// false (with `to` removed) where anything fails.
+bool copyDirectory(const std::string &from, const std::string &to);
 
 } // namespace tetra
 

@@ -17,6 +17,10 @@ config.substitutions.append(("%tetra_src_root", config.tetra_src_root))
 config.substitutions.append(("%tetra_obj_root", config.tetra_obj_root))
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+# The compile caches (CPU JIT, GPU code, step bundles) of the tests live in
+# the build tree, not in the user's ~/.cache.
+config.environment["TETRA_CACHE_DIR"] = os.path.join(
+    config.tetra_obj_root, "test", "cache")
 # `=` joins the characters that may not precede a tool name, so that
 # `--stage=tetra` stays an argument.
 llvm_config.add_tool_substitutions(

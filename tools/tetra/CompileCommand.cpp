@@ -16,6 +16,7 @@
 
 #include "driver/AmdgpuCompiler.h"
 #include "driver/CompileStep.h"
+#include "driver/GpuCodeCache.h"
 #include "driver/NvptxCompiler.h"
 #include "driver/Pipeline.h"
 #include "lowering/Conversion/Passes.h"
@@ -28,6 +29,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 
 #include <cstdio>
 
@@ -140,6 +142,38 @@ int writeStepBundle(mlir::MLIRContext &context,
                     const LoadedInputs &inputs, Target target,
                     int64_t blockTile, const std::string &output) {
   const frontend::RunConfig &run = *inputs.run;
+  std::vector<std::string> files = {run.modelPath, run.path};
+  if (inputs.policy)
+    files.insert(files.end(), inputs.policy->files.begin(),
+                 inputs.policy->files.end());
+  std::string staging = output + ".partial";
+
+  // An unchanged step comes from the compile cache (GpuCodeCache.h), its
+  // checksum and sources verified.
+  const std::string cached = stepCacheDirectory(
+      targetName(target),
+      stepCacheKey(targetName(target),
+                   "block-tile=" + std::to_string(blockTile), files));
+  if (!cached.empty() && bundle::StepBundle::open(cached)) {
+    io::Expected<std::string> summary = io::readFile(cached + "/compile.txt");
+    bool same = static_cast<bool>(summary);
+    for (const std::string &source : files) {
+      io::Expected<std::string> mine = io::readFile(source);
+      io::Expected<std::string> kept = io::readFile(
+          cached + "/sources/" + llvm::sys::path::filename(source).str());
+      same = same && mine && kept && *mine == *kept;
+    }
+    llvm::sys::fs::remove_directories(staging);
+    if (same && copyDirectory(cached, staging) &&
+        !llvm::sys::fs::remove(staging + "/compile.txt") &&
+        !llvm::sys::fs::rename(staging, output)) {
+      std::printf("%s, in %s (from the compile cache)\n", summary->c_str(),
+                  output.c_str());
+      return 0;
+    }
+    llvm::sys::fs::remove_directories(staging);
+  }
+
   CompileOptions options;
   options.dimensions = {{"batch", run.microBatch}, {"seq", run.seqLen}};
   options.beta1 = run.beta1;
@@ -171,7 +205,6 @@ int writeStepBundle(mlir::MLIRContext &context,
     absolute(glob);
   absolute(plan.tokenizer.path);
 
-  std::string staging = output + ".partial";
   llvm::sys::fs::remove_directories(staging);
   if (std::error_code error =
           llvm::sys::fs::create_directories(staging + "/sources"))
@@ -225,10 +258,6 @@ int writeStepBundle(mlir::MLIRContext &context,
     first.push(io::JsonValue::integer(launch));
   manifest.set("first_launch", std::move(first));
   io::JsonValue sources = io::JsonValue::array();
-  std::vector<std::string> files = {run.modelPath, run.path};
-  if (inputs.policy)
-    files.insert(files.end(), inputs.policy->files.begin(),
-                 inputs.policy->files.end());
   for (const std::string &source : files) {
     std::string name = llvm::sys::path::filename(source).str();
     llvm::sys::fs::copy_file(source, staging + "/sources/" + name);
@@ -263,13 +292,30 @@ int writeStepBundle(mlir::MLIRContext &context,
   if (std::error_code error = llvm::sys::fs::rename(staging, output))
     return cleanUp("cannot move the bundle into '" + output +
                    "': " + error.message());
-  std::printf("tetra compile: the training step of run %s for %s (%s): %zu "
-              "launches of %zu code objects, arena %.2f MiB, in %s\n",
-              run.name.c_str(), targetName(target),
-              targetInfo(target).description, step->schedule.launches.size(),
-              step->code.size(),
-              static_cast<double>(step->schedule.arenaBytes) / (1 << 20),
-              output.c_str());
+  char summary[512];
+  std::snprintf(summary, sizeof(summary),
+                "tetra compile: the training step of run %s for %s (%s): %zu "
+                "launches of %zu code objects, arena %.2f MiB",
+                run.name.c_str(), targetName(target),
+                targetInfo(target).description, step->schedule.launches.size(),
+                step->code.size(),
+                static_cast<double>(step->schedule.arenaBytes) / (1 << 20));
+  std::printf("%s, in %s\n", summary, output.c_str());
+  // Kept for the next compile of the same step; failing to keep it is not
+  // an error.
+  if (!cached.empty()) {
+    std::string temporary =
+        cached + ".tmp" + std::to_string(llvm::sys::Process::getProcessId());
+    llvm::sys::fs::remove_directories(temporary);
+    if (copyDirectory(output, temporary) &&
+        io::writeFileAtomically(temporary + "/compile.txt", summary)) {
+      llvm::sys::fs::remove_directories(cached);
+      if (llvm::sys::fs::rename(temporary, cached))
+        llvm::sys::fs::remove_directories(temporary);
+    } else {
+      llvm::sys::fs::remove_directories(temporary);
+    }
+  }
   return 0;
 }
 
