@@ -9,6 +9,8 @@
 
 #include "driver/CpuJit.h"
 
+#include "driver/CacheRoot.h"
+
 #include "dialect/TetraOps.h"
 #include "driver/Pipeline.h"
 
@@ -97,23 +99,14 @@ std::string packedEntryPointName(llvm::StringRef kernel) {
   return "_mlir_" + entryPointName(kernel);
 }
 
-/// $TETRA_CACHE_DIR, $XDG_CACHE_HOME/tetra or $HOME/.cache/tetra; "cpu/"
-/// below it.
+/// The cache root (CacheRoot.h) or the options' directory; "cpu/" below
+/// it.
 std::string cacheDirectory(const JitOptions &options) {
   llvm::SmallString<256> directory(options.cacheDirectory);
-  if (directory.empty()) {
-    if (const char *tetra = std::getenv("TETRA_CACHE_DIR"); tetra && *tetra) {
-      directory = tetra;
-    } else if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
-      directory = xdg;
-      llvm::sys::path::append(directory, "tetra");
-    } else if (const char *home = std::getenv("HOME"); home && *home) {
-      directory = home;
-      llvm::sys::path::append(directory, ".cache", "tetra");
-    } else {
-      return "";
-    }
-  }
+  if (directory.empty())
+    directory = codeCacheRoot();
+  if (directory.empty())
+    return "";
   llvm::sys::path::append(directory, "cpu");
   return std::string(directory);
 }

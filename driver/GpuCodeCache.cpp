@@ -2,6 +2,8 @@
 
 #include "driver/GpuCodeCache.h"
 
+#include "driver/CacheRoot.h"
+
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -40,22 +42,6 @@ std::string payload(const CachedGpuCode &code) {
 }
 
 } // namespace
-
-std::string tetra::codeCacheRoot() {
-  llvm::SmallString<256> directory;
-  if (const char *tetra = std::getenv("TETRA_CACHE_DIR"); tetra && *tetra) {
-    if (llvm::StringRef(tetra) == "off")
-      return "";
-    directory = tetra;
-  } else if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
-    directory = xdg;
-    llvm::sys::path::append(directory, "tetra");
-  } else if (const char *home = std::getenv("HOME"); home && *home) {
-    directory = home;
-    llvm::sys::path::append(directory, ".cache", "tetra");
-  }
-  return std::string(directory);
-}
 
 std::string tetra::gpuCacheKey(llvm::StringRef loweredModule,
                                llvm::StringRef chip) {

@@ -38,10 +38,6 @@ namespace tetra {
 /// not show (the LLVM pipeline, the PTX features, the HSACO link).
 constexpr const char *kGpuCompilerVersion = "tetra-gpu-1";
 
-/// The cache's root directory ($TETRA_CACHE_DIR, $XDG_CACHE_HOME/tetra,
-/// $HOME/.cache/tetra), or "" where there is none or it is "off".
-std::string codeCacheRoot();
-
 /// A compiled module as cached: its code object and its assembly.
 struct CachedGpuCode {
   std::string code;

@@ -295,6 +295,40 @@ private:
       }
   }
 
+  /// A query-side block's place: its first query position, batch, query
+  /// head and KV head.
+  struct QueryBlock {
+    Value first, b, h, g;
+  };
+  QueryBlock queryBlock() {
+    Value bh = body.block(gpu::Dimension::y);
+    Value h = arith::RemUIOp::create(body.b, bh, e.cIndex(shape.heads));
+    return {e.mulIndex(body.block(), e.cIndex(tiling.rows)),
+            e.divIndex(bh, shape.heads), h, e.divIndex(h, group)};
+  }
+  /// The sequence position of each row slot of this lane.
+  SmallVector<Value> rowPositions(Value first) {
+    SmallVector<Value> position(tile.rowSlots());
+    for (int64_t r = 0; r < tile.cValues(); ++r)
+      position[tile.rowSlot(r)] =
+          e.addIndex(first, e.addIndex(warpRow, cAt[r].first));
+    return position;
+  }
+  /// Key tiles up to the block's last query (or the sequence's end).
+  Value causalKeyTiles(Value first) {
+    Value keyEnd = minIndex(e.addIndex(first, e.cIndex(tiling.rows)),
+                            e.cIndex(shape.seq));
+    return e.divIndex(e.addIndex(keyEnd, e.cIndex(tiling.inner - 1)),
+                      tiling.inner);
+  }
+  /// The thread's pieces of a key tile's K, then its V.
+  SmallVector<Value> fetchKeysValues(const QueryBlock &q, Value keyFirst) {
+    SmallVector<Value> next =
+        fetch(body.arg(1), q.b, q.g, keyFirst, tiling.inner, kvStride);
+    next.append(fetch(body.arg(2), q.b, q.g, keyFirst, tiling.inner, kvStride));
+    return next;
+  }
+
   static SmallVector<Value> flatten(const Tiles &tiles) {
     SmallVector<Value> values;
     for (const SmallVector<Value> &t : tiles)
@@ -317,38 +351,21 @@ private:
 
 void TiledAttention::forward() {
   const int64_t rows = tiling.rows, inner = tiling.inner;
-  Value first = e.mulIndex(body.block(), e.cIndex(rows));
-  Value bh = body.block(gpu::Dimension::y);
-  Value b = e.divIndex(bh, shape.heads);
-  Value h = arith::RemUIOp::create(body.b, bh, e.cIndex(shape.heads));
-  Value g = e.divIndex(h, group);
+  const QueryBlock q = queryBlock();
+  Value first = q.first, b = q.b, h = q.h;
   Staged queries = stage(rows, hd), keys = stage(inner, hd),
          values = stage(inner, hd), probabilities = stage(rows, inner);
   load(queries, body.arg(0), b, h, first, rows, qStride);
-
-  // The query position of each row slot of this lane.
-  SmallVector<Value> position(tile.rowSlots());
-  for (int64_t r = 0; r < tile.cValues(); ++r)
-    position[tile.rowSlot(r)] =
-        e.addIndex(first, e.addIndex(warpRow, cAt[r].first));
-
-  // Key tiles up to the block's last query (or the sequence's end).
-  Value keyEnd = minIndex(e.addIndex(first, e.cIndex(rows)),
-                          e.cIndex(shape.seq));
-  Value keyTiles = e.divIndex(e.addIndex(keyEnd, e.cIndex(inner - 1)), inner);
+  SmallVector<Value> position = rowPositions(first);
+  Value keyTiles = causalKeyTiles(first);
   const int64_t slots = tile.rowSlots();
   const size_t outValues = hd / tile.tileN() * tile.cValues();
   const int64_t pieces = piecesPerThread(inner);
   // Carried: O, the running maximum and sum, the next K and V pieces.
-  auto fetchKeysValues = [&](Value keyFirst) {
-    SmallVector<Value> next = fetch(body.arg(1), b, g, keyFirst, inner, kvStride);
-    next.append(fetch(body.arg(2), b, g, keyFirst, inner, kvStride));
-    return next;
-  };
   SmallVector<Value> init = flatten(zeros(hd));
   init.append(slots, e.cF32(-INFINITY));
   init.append(slots, e.cF32(0.0f));
-  init.append(fetchKeysValues(e.cIndex(0)));
+  init.append(fetchKeysValues(q, e.cIndex(0)));
   SmallVector<Value> result = body.strided(
       e.cIndex(0), keyTiles, 1, init, [&](Value kt, ValueRange carried) {
         Tiles out = unflatten(carried.take_front(outValues), hd);
@@ -363,7 +380,7 @@ void TiledAttention::forward() {
         put(values, SmallVector<Value>(fetched.drop_front(pieces)), inner);
         body.barrier();
         SmallVector<Value> prefetched =
-            fetchKeysValues(e.addIndex(keyFirst, e.cIndex(inner)));
+            fetchKeysValues(q, e.addIndex(keyFirst, e.cIndex(inner)));
 
         Tiles scores = zeros(inner);
         product(scores, queries, hd, keys, /*nMajor=*/true);
@@ -431,11 +448,8 @@ void TiledAttention::forward() {
 
 void TiledAttention::queryGradients() {
   const int64_t rows = tiling.rows, inner = tiling.inner;
-  Value first = e.mulIndex(body.block(), e.cIndex(rows));
-  Value bh = body.block(gpu::Dimension::y);
-  Value b = e.divIndex(bh, shape.heads);
-  Value h = arith::RemUIOp::create(body.b, bh, e.cIndex(shape.heads));
-  Value g = e.divIndex(h, group);
+  const QueryBlock q = queryBlock();
+  Value first = q.first, b = q.b, h = q.h;
   Staged queries = stage(rows, hd), outGrads = stage(rows, hd),
          keys = stage(inner, hd), values = stage(inner, hd),
          scoreGrads = stage(rows, inner);
@@ -443,28 +457,17 @@ void TiledAttention::queryGradients() {
   load(outGrads, body.arg(5), b, h, first, rows, qStride);
 
   const int64_t slots = tile.rowSlots();
-  SmallVector<Value> position(slots), lse(slots), delta(slots);
-  for (int64_t r = 0; r < tile.cValues(); ++r)
-    position[tile.rowSlot(r)] =
-        e.addIndex(first, e.addIndex(warpRow, cAt[r].first));
+  SmallVector<Value> position = rowPositions(first), lse(slots), delta(slots);
   for (int64_t s = 0; s < slots; ++s) {
     Value at = statisticAt(b, h, minIndex(position[s], e.cIndex(shape.seq - 1)));
     lse[s] = body.load(body.arg(4), at);
     delta[s] = body.load(body.arg(9), at);
   }
-
-  Value keyEnd = minIndex(e.addIndex(first, e.cIndex(rows)),
-                          e.cIndex(shape.seq));
-  Value keyTiles = e.divIndex(e.addIndex(keyEnd, e.cIndex(inner - 1)), inner);
+  Value keyTiles = causalKeyTiles(first);
   const size_t gradValues = hd / tile.tileN() * tile.cValues();
   const int64_t pieces = piecesPerThread(inner);
-  auto fetchKeysValues = [&](Value keyFirst) {
-    SmallVector<Value> next = fetch(body.arg(1), b, g, keyFirst, inner, kvStride);
-    next.append(fetch(body.arg(2), b, g, keyFirst, inner, kvStride));
-    return next;
-  };
   SmallVector<Value> init = flatten(zeros(hd));
-  init.append(fetchKeysValues(e.cIndex(0)));
+  init.append(fetchKeysValues(q, e.cIndex(0)));
   SmallVector<Value> result = body.strided(
       e.cIndex(0), keyTiles, 1, init,
       [&](Value kt, ValueRange carried) {
@@ -476,7 +479,7 @@ void TiledAttention::queryGradients() {
         put(values, SmallVector<Value>(fetched.drop_front(pieces)), inner);
         body.barrier();
         SmallVector<Value> prefetched =
-            fetchKeysValues(e.addIndex(keyFirst, e.cIndex(inner)));
+            fetchKeysValues(q, e.addIndex(keyFirst, e.cIndex(inner)));
         Tiles scores = zeros(inner), dp = zeros(inner);
         product(scores, queries, hd, keys, /*nMajor=*/true);
         product(dp, outGrads, hd, values, /*nMajor=*/true);
@@ -522,10 +525,7 @@ void TiledAttention::keyValueGradients() {
   load(keys, body.arg(1), b, g, first, rows, kvStride);
   load(values, body.arg(2), b, g, first, rows, kvStride);
 
-  SmallVector<Value> position(tile.rowSlots());
-  for (int64_t r = 0; r < tile.cValues(); ++r)
-    position[tile.rowSlot(r)] =
-        e.addIndex(first, e.addIndex(warpRow, cAt[r].first));
+  SmallVector<Value> position = rowPositions(first);
 
   // Query tiles from the one holding the block's first key.
   Value firstTile = e.divIndex(first, inner);
