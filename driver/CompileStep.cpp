@@ -205,6 +205,18 @@ std::map<std::string, std::string> dropDuplicateModules(ModuleOp module) {
 
 } // namespace
 
+CompileOptions tetra::compileOptionsFor(const frontend::RunConfig &run) {
+  CompileOptions options;
+  options.dimensions = {{"batch", run.microBatch}, {"seq", run.seqLen}};
+  options.beta1 = run.beta1;
+  options.beta2 = run.beta2;
+  options.eps = run.eps;
+  options.weightDecay = run.weightDecay;
+  options.clip = run.clip;
+  options.schedule.accumulateGradients = run.accumulation > 1;
+  return options;
+}
+
 FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
     MLIRContext &context, const llvm::SourceMgr &sourceMgr,
     const frontend::ModelGraph &model, const frontend::ResolvedPolicy *policy,

@@ -20,6 +20,7 @@
 
 #include "frontend/ModelGraph.h"
 #include "frontend/Policy.h"
+#include "frontend/Run.h"
 #include "lowering/BuildSchedule.h"
 #include "driver/CpuKernelTable.h"
 #include "driver/GpuCode.h"
@@ -41,6 +42,10 @@ struct CompileOptions {
   ScheduleOptions schedule;
   cpu::JitOptions jit;
 };
+
+/// What a run file sets of the step: batch = micro_batch, seq = seq_len,
+/// AdamW's settings, clipping, and whether micro-batches accumulate.
+CompileOptions compileOptionsFor(const frontend::RunConfig &run);
 
 struct CompiledStep {
   /// @train_step as launches over bound buffers and one arena. Bound

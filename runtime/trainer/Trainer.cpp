@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <sys/stat.h>
 
 using namespace tetra;
 using namespace tetra::trainer;
@@ -336,12 +337,43 @@ io::Expected<std::string> Trainer::saveCheckpoint(double elapsedSeconds) {
   return checkpoint::saveCheckpoint(config_.checkpointDir, state);
 }
 
-io::Status Trainer::resume(const std::string &directory) {
+checkpoint::CheckpointSpec Trainer::checkpointSpec() const {
   checkpoint::CheckpointSpec spec;
   spec.model = config_.model;
   for (const ParameterSpec &parameter : config_.parameters)
     spec.parameters.push_back(
         {parameter.name, io::Dtype::F32, parameter.shape});
+  return spec;
+}
+
+io::Status Trainer::loadParameters(const std::string &path) {
+  checkpoint::CheckpointSpec spec = checkpointSpec();
+  struct stat info;
+  const bool directory =
+      stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+  io::Expected<checkpoint::TrainingState> state =
+      directory ? checkpoint::loadLatestCheckpoint(path, &spec)
+                : checkpoint::loadCheckpoint(path, &spec);
+  if (!state)
+    return state.error();
+  for (const ParameterSpec &parameter : config_.parameters) {
+    const checkpoint::Tensor *tensor =
+        checkpoint::TrainingState::find(state->parameters, parameter.name);
+    if (!tensor)
+      return io::Error("checkpoint '" + path + "' has no '" + parameter.name +
+                       "'");
+    if (io::Status s = upload(kPrefixes[0] + parameter.name,
+                              tensor->bytes.data(), tensor->bytes.size());
+        !s)
+      return s;
+  }
+  step_ = state->step;
+  resumedPolicy_ = state->policy;
+  return io::success();
+}
+
+io::Status Trainer::resume(const std::string &directory) {
+  checkpoint::CheckpointSpec spec = checkpointSpec();
   io::Expected<checkpoint::TrainingState> state =
       checkpoint::loadLatestCheckpoint(directory, &spec);
   if (!state)

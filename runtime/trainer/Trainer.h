@@ -31,6 +31,10 @@
 #include <string>
 #include <vector>
 
+namespace tetra::checkpoint {
+struct CheckpointSpec;
+} // namespace tetra::checkpoint
+
 namespace tetra::trainer {
 
 struct ParameterSpec {
@@ -110,8 +114,15 @@ public:
   /// step, data position and training time. An error (and nothing changed)
   /// for a corrupt checkpoint or one of another model.
   io::Status resume(const std::string &directory);
-  /// After resume(): the policy the checkpoint was trained under (its
-  /// metadata's name), which may differ from config.policy.
+  /// The parameters (not the moments, step or data position) of a
+  /// checkpoint file, or of a directory's latest checkpoint, for
+  /// evaluating them (`tetra eval`): step() becomes the checkpoint's step.
+  /// An error (and nothing changed) for a corrupt checkpoint or one of
+  /// another model.
+  io::Status loadParameters(const std::string &path);
+  /// After resume() or loadParameters(): the policy the checkpoint was
+  /// trained under (its metadata's name), which may differ from
+  /// config.policy.
   const std::string &resumedPolicy() const { return resumedPolicy_; }
   /// Trains from the current step to config.steps (or config.stopAfter).
   /// The metrics file is started afresh after initialize() (an error if it
@@ -182,6 +193,8 @@ private:
   /// metrics file is continued, not started.
   bool continuing_ = false;
   std::string resumedPolicy_;
+  /// What a checkpoint of this model must hold.
+  checkpoint::CheckpointSpec checkpointSpec() const;
   double elapsedBefore_ = 0; ///< Training time before this process's steps.
 };
 

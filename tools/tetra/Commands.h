@@ -61,6 +61,10 @@ void printPlotHelp();
 int trainMain(const std::vector<std::string_view> &args);
 void printTrainHelp();
 
+/// `tetra eval` (EvalCommand.cpp).
+int evalMain(const std::vector<std::string_view> &args);
+void printEvalHelp();
+
 /// `tetra compile` (CompileCommand.cpp).
 int compileMain(const std::vector<std::string_view> &args);
 void printCompileHelp();

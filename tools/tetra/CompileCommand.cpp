@@ -174,14 +174,7 @@ int writeStepBundle(mlir::MLIRContext &context,
     llvm::sys::fs::remove_directories(staging);
   }
 
-  CompileOptions options;
-  options.dimensions = {{"batch", run.microBatch}, {"seq", run.seqLen}};
-  options.beta1 = run.beta1;
-  options.beta2 = run.beta2;
-  options.eps = run.eps;
-  options.weightDecay = run.weightDecay;
-  options.clip = run.clip;
-  options.schedule.accumulateGradients = run.accumulation > 1;
+  CompileOptions options = compileOptionsFor(run);
   mlir::FailureOr<CompiledGpuStep> step = compileGpuTrainingStep(
       context, sourceMgr, inputs.model,
       inputs.policy ? &*inputs.policy : nullptr, options, target, blockTile);

@@ -2,6 +2,8 @@
 
 #include "tools/tetra/LoadInputs.h"
 
+#include "runtime/kernels/Registry.h"
+
 using namespace tetra;
 using namespace tetra::frontend;
 using namespace tetra::driver;
@@ -149,4 +151,26 @@ trainer::RunPlan tetra::driver::runPlanOf(const frontend::RunConfig &run,
   plan.evalBatches = run.evalBatches;
   plan.checkpointInterval = run.checkpointInterval;
   return plan;
+}
+
+io::Expected<tetra::driver::CpuStep>
+tetra::driver::loadCpuStep(CompiledStep compiled) {
+  io::Expected<std::unique_ptr<backend::CpuBackend>> created =
+      backend::CpuBackend::create();
+  if (!created)
+    return created.error();
+  CpuStep step;
+  step.backend = std::move(*created);
+  step.kernels = std::move(compiled.kernels);
+  step.schedule = std::move(compiled.schedule);
+  io::Expected<backend::Module> library = step.backend->loadModule(
+      backend::CodeObject::cpuTable(kernels::libraryKernels(), "library"));
+  if (!library)
+    return library.error();
+  io::Expected<backend::Module> kernels = step.backend->loadModule(
+      backend::CodeObject::cpuTable(step.kernels->table(), "compiled"));
+  if (!kernels)
+    return kernels.error();
+  step.modules = {*library, *kernels};
+  return step;
 }

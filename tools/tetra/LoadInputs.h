@@ -14,6 +14,8 @@
 
 #include "frontend/Frontend.h"
 #include "frontend/MLIRGen.h"
+#include "driver/CompileStep.h"
+#include "runtime/backend/CpuBackend.h"
 #include "runtime/trainer/RunPlan.h"
 
 #include <optional>
@@ -48,6 +50,16 @@ trainer::RunPlan runPlanOf(const frontend::RunConfig &run,
                            const frontend::ModelGraph &model,
                            const frontend::ResolvedPolicy &policy,
                            int64_t steps);
+
+/// A training step compiled for this CPU, loaded into a CPU backend: the
+/// runtime's library and the step's JIT-compiled kernels.
+struct CpuStep {
+  std::unique_ptr<backend::CpuBackend> backend;
+  std::unique_ptr<cpu::CompiledKernelTable> kernels;
+  schedule::Schedule schedule;
+  std::vector<backend::Module> modules;
+};
+io::Expected<CpuStep> loadCpuStep(CompiledStep compiled);
 
 } // namespace tetra::driver
 

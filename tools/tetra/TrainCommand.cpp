@@ -375,16 +375,8 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   mlir::MLIRContext context;
   context.printOpOnDiagnostic(false);
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  CompileOptions options;
-  options.dimensions = {{"batch", run->microBatch}, {"seq", run->seqLen}};
-  options.beta1 = run->beta1;
-  options.beta2 = run->beta2;
-  options.eps = run->eps;
-  options.weightDecay = run->weightDecay;
-  options.clip = run->clip;
-  options.schedule.accumulateGradients = run->accumulation > 1;
-  std::unique_ptr<backend::CpuBackend> cpu;
-  std::unique_ptr<cpu::CompiledKernelTable> cpuKernels;
+  CompileOptions options = compileOptionsFor(*run);
+  std::optional<CpuStep> cpu;
   schedule::Schedule step;
   std::vector<backend::Module> modules;
   if (!gpu) {
@@ -392,21 +384,12 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
         compileTrainingStep(context, sourceMgr, *model, &*policy, options);
     if (mlir::failed(compiled))
       return 1;
-    io::Expected<std::unique_ptr<backend::CpuBackend>> created =
-        backend::CpuBackend::create();
-    if (!created)
-      return fail(created.error().message());
-    cpu = std::move(*created);
-    cpuKernels = std::move(compiled->kernels);
-    step = std::move(compiled->schedule);
-    io::Expected<backend::Module> library = cpu->loadModule(
-        backend::CodeObject::cpuTable(kernels::libraryKernels(), "library"));
-    io::Expected<backend::Module> kernels = cpu->loadModule(
-        backend::CodeObject::cpuTable(cpuKernels->table(), "compiled"));
-    if (!library || !kernels)
-      return fail(library ? kernels.error().message()
-                          : library.error().message());
-    modules = {*library, *kernels};
+    io::Expected<CpuStep> loaded = loadCpuStep(std::move(*compiled));
+    if (!loaded)
+      return fail(loaded.error().message());
+    cpu.emplace(std::move(*loaded));
+    step = cpu->schedule;
+    modules = cpu->modules;
   } else {
     mlir::FailureOr<CompiledGpuStep> compiled = compileGpuTrainingStep(
         context, sourceMgr, *model, &*policy, options, run->target);
@@ -429,7 +412,8 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
       return fail(loaded.error().message());
     modules = std::move(*loaded);
   }
-  backend::Backend &device = gpu ? *gpu : static_cast<backend::Backend &>(*cpu);
+  backend::Backend &device =
+      gpu ? *gpu : static_cast<backend::Backend &>(*cpu->backend);
 
   // Evaluation data, read in order from its start each time.
   std::optional<data::Packer> evalPacker;

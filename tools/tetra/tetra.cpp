@@ -26,6 +26,8 @@ const Command kCommands[] = {
      emitMain, printEmitHelp},
     {"train", "compile a run's training step and train it", trainMain,
      printTrainHelp},
+    {"eval", "the eval loss of a checkpoint, under the run's policy or another",
+     evalMain, printEvalHelp},
     {"compile", "compile a training step into a GPU bundle (tetra-run trains it)",
      compileMain, printCompileHelp},
     {"plot", "draw the loss curves of several runs into a PNG", plotMain,

@@ -1,0 +1,195 @@
+//===- EvalCommand.cpp - tetra eval: a checkpoint's loss, no training -----===//
+//
+// `tetra eval RUN.tetra --checkpoint FILE|DIR [--policy POLICY] [--data GLOB]
+// [--batches N]`: the mean loss (and perplexity) of a checkpoint's
+// parameters on the run's evaluation data — the run's own step forward on
+// the CPU, under the run's policy or another, the same batches in the same
+// order as `tetra train`'s evaluations (so a checkpoint of step S gives that
+// run's eval loss at step S). Nothing is written.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/tetra/Commands.h"
+#include "tools/tetra/LoadInputs.h"
+
+#include "driver/CompileStep.h"
+#include "frontend/Frontend.h"
+#include "runtime/trainer/RunPlan.h"
+#include "runtime/trainer/Trainer.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+using namespace tetra;
+using namespace tetra::driver;
+
+namespace {
+
+int usageError(const std::string &message) {
+  std::fprintf(stderr, "tetra eval: error: %s (see 'tetra eval --help')\n",
+               message.c_str());
+  return 2;
+}
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "tetra eval: error: %s\n", message.c_str());
+  return 1;
+}
+
+} // namespace
+
+int tetra::driver::evalMain(const std::vector<std::string_view> &args) {
+  std::string runPath, checkpointPath, policyOverride, dataGlob;
+  int64_t batches = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg(args[i]);
+    auto value = [&](std::string &slot) {
+      if (i + 1 == args.size())
+        return false;
+      slot = std::string(args[++i]);
+      return true;
+    };
+    std::string text;
+    if (arg == "-h" || arg == "--help") {
+      printEvalHelp();
+      return 0;
+    }
+    if (arg == "--checkpoint") {
+      if (!value(checkpointPath))
+        return usageError("--checkpoint takes a checkpoint file or directory");
+    } else if (arg == "--policy") {
+      if (!value(policyOverride))
+        return usageError("--policy takes a policy file");
+    } else if (arg == "--data") {
+      if (!value(dataGlob))
+        return usageError("--data takes a file or glob");
+    } else if (arg == "--batches") {
+      if (!value(text) || (batches = std::atoll(text.c_str())) <= 0)
+        return usageError("--batches takes a positive number");
+    } else if (!arg.empty() && arg[0] == '-') {
+      return usageError("unknown option '" + arg + "'");
+    } else if (runPath.empty()) {
+      runPath = arg;
+    } else {
+      return usageError("one run file at a time ('" + runPath + "', '" + arg +
+                        "')");
+    }
+  }
+  if (runPath.empty())
+    return usageError("no run file");
+  if (checkpointPath.empty())
+    return usageError("no checkpoint (--checkpoint FILE|DIR)");
+
+  llvm::SourceMgr sourceMgr;
+  frontend::DiagnosticEngine diags(sourceMgr);
+  std::optional<frontend::RunConfig> run = frontend::loadRun(diags, runPath);
+  if (!run)
+    return 1;
+  std::optional<frontend::ModelGraph> model =
+      frontend::loadModel(diags, run->modelPath);
+  if (!model)
+    return 1;
+  if (!policyOverride.empty())
+    run->policyPath = policyOverride;
+  std::optional<frontend::ResolvedPolicy> policy =
+      frontend::loadPolicy(diags, run->policyPath, model->linearNames());
+  if (!policy)
+    return 1;
+  const int64_t tokens = run->seqLen * run->microBatch;
+  if (!frontend::checkReductionSizes(
+          diags, *model, *policy, tokens,
+          "seq_len * micro_batch = " + std::to_string(tokens) + " tokens",
+          "run '" + run->name + "': "))
+    return 1;
+  std::vector<std::string> data =
+      dataGlob.empty() ? run->evalData : std::vector<std::string>{dataGlob};
+  if (data.empty())
+    return fail("run '" + run->name +
+                "' has no evaluation data (data.eval): give --data GLOB");
+  if (batches == 0)
+    batches = run->evalBatches > 0 ? run->evalBatches : 1;
+
+  trainer::RunPlan plan = runPlanOf(*run, *model, *policy, /*steps=*/1);
+  io::Expected<std::shared_ptr<tokenizer::Tokenizer>> encoder =
+      trainer::openTokenizer(plan.tokenizer, plan.vocabulary);
+  if (!encoder)
+    return fail(encoder.error().message());
+  auto evalPacker = [&]() {
+    return trainer::openPacker(
+        data, *encoder,
+        data::PackerOptions::validation(run->seqLen, run->microBatch,
+                                        (*encoder)->endOfText()));
+  };
+  io::Expected<data::Packer> packer = evalPacker();
+  io::Expected<data::Packer> unused = evalPacker(); // the trainer's "train"
+  if (!packer || !unused)
+    return fail(packer ? unused.error().message() : packer.error().message());
+
+  mlir::MLIRContext context;
+  context.printOpOnDiagnostic(false);
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  mlir::FailureOr<CompiledStep> compiled = compileTrainingStep(
+      context, sourceMgr, *model, &*policy, compileOptionsFor(*run));
+  if (mlir::failed(compiled))
+    return 1;
+  io::Expected<CpuStep> step = loadCpuStep(std::move(*compiled));
+  if (!step)
+    return fail(step.error().message());
+
+  trainer::TrainerConfig config = plan.trainerConfig();
+  config.metricsPath.clear();
+  config.checkpointDir.clear();
+  config.quiet = true;
+  config.evalBatches = batches;
+  io::Expected<std::unique_ptr<trainer::Trainer>> trainer =
+      trainer::Trainer::create(*step->backend, step->schedule, step->modules,
+                               config, std::move(*unused));
+  if (!trainer)
+    return fail(trainer.error().message());
+  (*trainer)->setEvaluation(std::move(*packer));
+  if (io::Status ready = (*trainer)->initialize(); !ready)
+    return fail(ready.error().message());
+  if (io::Status loaded = (*trainer)->loadParameters(checkpointPath); !loaded)
+    return fail(loaded.error().message());
+  io::Expected<double> loss = (*trainer)->evaluate();
+  if (!loss)
+    return fail(loss.error().message());
+  std::printf("checkpoint %s (step %lld, trained under %s): eval loss %.6f, "
+              "perplexity %.4f on %lld batches of %lld x %lld tokens under "
+              "policy %s\n",
+              checkpointPath.c_str(),
+              static_cast<long long>((*trainer)->step()),
+              (*trainer)->resumedPolicy().c_str(), *loss, std::exp(*loss),
+              static_cast<long long>(batches),
+              static_cast<long long>(run->microBatch),
+              static_cast<long long>(run->seqLen), policy->name.c_str());
+  return 0;
+}
+
+void tetra::driver::printEvalHelp() {
+  std::printf(
+      "USAGE: tetra eval RUN.tetra --checkpoint FILE|DIR [options]\n"
+      "\n"
+      "The evaluation loss (and perplexity) of a checkpoint's parameters: the\n"
+      "run's own step forward on this CPU, over the run's evaluation data\n"
+      "from its start, as 'tetra train' evaluates (a checkpoint of step S\n"
+      "gives that run's eval_loss at step S). Nothing is trained or written.\n"
+      "\n"
+      "OPTIONS\n"
+      "  --checkpoint FILE|DIR  a checkpoint file (step_N.safetensors) or a\n"
+      "                         checkpoint directory (its latest)\n"
+      "  --policy FILE          evaluate under this policy instead of the run's\n"
+      "  --data GLOB            these documents instead of the run's data.eval\n"
+      "  --batches N            this many batches (default: the run's\n"
+      "                         eval.batches)\n"
+      "  -h, --help             print this help\n"
+      "\n"
+      "EXAMPLES\n"
+      "  tetra eval models/runs/tiny_c4_cpu.tetra --checkpoint out/tiny_c4_cpu/checkpoints\n"
+      "  tetra eval models/runs/tiny_c4_cpu.tetra --checkpoint out/tiny_c4_cpu/checkpoints \\\n"
+      "      --policy models/policies/bf16.tetra --batches 16\n");
+}
