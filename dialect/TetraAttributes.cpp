@@ -17,10 +17,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/TetraOps.h"
+#include "runtime/numerics/BlockQuantize.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -224,26 +226,34 @@ void RotationAttr::print(AsmPrinter &printer) const {
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// A named operand quantization: element format and block scaling.
 struct QuantPreset {
   StringRef name;
   ElementFormat format;
   int64_t blockSize; // 0: no block scale
   ScaleFormat scaleFormat;
 };
-} // namespace
 
-/// The first preset of a format/block/scale wins when printing, so `mxfp8`
-/// (an alias) comes after `mxfp8_e4m3`.
-static constexpr QuantPreset kQuantPresets[] = {
-    {"mxfp4", ElementFormat::E2M1, 32, ScaleFormat::E8M0},
-    {"mxfp8_e4m3", ElementFormat::E4M3, 32, ScaleFormat::E8M0},
-    {"mxfp8", ElementFormat::E4M3, 32, ScaleFormat::E8M0},
-    {"mxfp8_e5m2", ElementFormat::E5M2, 32, ScaleFormat::E8M0},
-    {"nvfp4", ElementFormat::E2M1, 16, ScaleFormat::E4M3},
-    {"bf16", ElementFormat::BF16, 0, ScaleFormat::E8M0},
-    {"f32", ElementFormat::F32, 0, ScaleFormat::E8M0},
-};
+/// The numerics library's presets (runtime/numerics/BlockQuantize.h: the
+/// one list) in the dialect's enums. The first preset of a format/block/
+/// scale wins when printing, so `mxfp8` (an alias) prints as `mxfp8_e4m3`.
+const std::vector<QuantPreset> &quantPresets() {
+  static const std::vector<QuantPreset> presets = [] {
+    std::vector<QuantPreset> all;
+    for (const numerics::FormatPreset &preset : numerics::formatPresets()) {
+      std::string_view element = numerics::formatName(preset.element);
+      all.push_back(
+          {StringRef(preset.name.data(), preset.name.size()),
+           *symbolizeElementFormat(StringRef(element.data(), element.size())),
+           preset.blockSize,
+           preset.scaleFormat == numerics::ScaleFormat::E4M3
+               ? ScaleFormat::E4M3
+               : ScaleFormat::E8M0});
+    }
+    return all;
+  }();
+  return presets;
+}
+} // namespace
 
 static OperandQuantAttr makeQuant(MLIRContext *context,
                                   const QuantPreset &preset) {
@@ -258,7 +268,7 @@ static OperandQuantAttr makeQuant(MLIRContext *context,
 
 FailureOr<OperandQuantAttr> OperandQuantAttr::getPreset(MLIRContext *context,
                                                         StringRef name) {
-  for (const QuantPreset &preset : kQuantPresets)
+  for (const QuantPreset &preset : quantPresets())
     if (preset.name == name)
       return makeQuant(context, preset);
   return failure();
@@ -366,10 +376,13 @@ static OperandQuantAttr parseOperandQuantBody(AsmParser &parser) {
     }
   } else {
     parser.emitError(loc)
-        << "unknown quantization '" << base
-        << "'; expected a preset (mxfp4, mxfp8_e4m3, mxfp8, mxfp8_e5m2, "
-           "nvfp4, bf16, f32) or an element format (e2m1, e4m3, e5m2, bf16, "
-           "f32)";
+        << "unknown quantization '" << base << "'; expected a preset ("
+        << llvm::join(llvm::map_range(quantPresets(),
+                                      [](const QuantPreset &preset) {
+                                        return preset.name;
+                                      }),
+                      ", ")
+        << ") or an element format (e2m1, e4m3, e5m2, bf16, f32)";
     return {};
   }
 
@@ -409,8 +422,9 @@ static OperandQuantAttr parseOperandQuantBody(AsmParser &parser) {
 
 static void printOperandQuantBody(AsmPrinter &printer, OperandQuantAttr quant) {
   BlockScaleAttr blockScale = quant.getBlockScale();
-  const QuantPreset *preset =
-      llvm::find_if(kQuantPresets, [&](const QuantPreset &candidate) {
+  const std::vector<QuantPreset> &presets = quantPresets();
+  auto preset =
+      llvm::find_if(presets, [&](const QuantPreset &candidate) {
         if (candidate.format != quant.getFormat())
           return false;
         if (!blockScale)
@@ -418,7 +432,7 @@ static void printOperandQuantBody(AsmPrinter &printer, OperandQuantAttr quant) {
         return candidate.blockSize == blockScale.getBlockSize() &&
                candidate.scaleFormat == blockScale.getScaleFormat();
       });
-  if (preset != std::end(kQuantPresets)) {
+  if (preset != presets.end()) {
     printer << preset->name;
     if (blockScale && blockScale.getRule() != ScaleRule::Floor)
       printer << " rule " << stringifyScaleRule(blockScale.getRule());

@@ -31,8 +31,12 @@ using namespace tetra::numerics;
 namespace {
 
 const std::vector<std::string> kRoleNames = {"fprop", "dgrad", "wgrad", "all"};
-const std::vector<std::string> kPresetNames = {
-    "mxfp4", "mxfp8_e4m3", "mxfp8", "mxfp8_e5m2", "nvfp4", "bf16", "f32"};
+const std::vector<std::string> kPresetNames = [] {
+  std::vector<std::string> names;
+  for (const FormatPreset &preset : formatPresets())
+    names.emplace_back(preset.name);
+  return names;
+}();
 const std::vector<std::string> kElementNames = {"e2m1", "e4m3", "e5m2", "bf16",
                                                 "f32"};
 const std::vector<std::string> kScaleRuleNames = {"floor", "ceil", "even",
@@ -60,33 +64,24 @@ std::string joinNames(const std::vector<std::string> &names) {
 
 /// A preset's format; bf16 and f32 are presets with no block scale.
 std::optional<FormatChoice> presetFormat(llvm::StringRef name) {
-  FormatChoice choice;
-  if (name == "bf16" || name == "f32") {
-    choice.element = name == "bf16" ? ElementFormat::BF16 : ElementFormat::F32;
-    return choice;
-  }
-  std::optional<BlockFormat> preset =
-      blockFormatPreset(name == "mxfp8" ? "mxfp8_e4m3" : name.str());
+  const FormatPreset *preset =
+      findFormatPreset(std::string_view(name.data(), name.size()));
   if (!preset)
     return std::nullopt;
+  FormatChoice choice;
   choice.element = preset->element;
-  choice.blockSize = preset->scaling.blockSize;
-  choice.scaleFormat = preset->scaling.scaleFormat;
+  if (preset->blockSize) {
+    choice.blockSize = preset->blockSize;
+    choice.scaleFormat = preset->scaleFormat;
+  }
   return choice;
 }
 
-/// The preset to suggest for a bare element format.
+/// The preset to suggest for a bare element format (its MX one).
 llvm::StringRef presetFor(ElementFormat element) {
-  switch (element) {
-  case ElementFormat::E2M1:
-    return "mxfp4";
-  case ElementFormat::E4M3:
-    return "mxfp8_e4m3";
-  case ElementFormat::E5M2:
-    return "mxfp8_e5m2";
-  default:
-    return "";
-  }
+  std::string_view name =
+      formatPresetName(element, 32, ScaleFormat::E8M0);
+  return llvm::StringRef(name.data(), name.size());
 }
 
 //===----------------------------------------------------------------------===//

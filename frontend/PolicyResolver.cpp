@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/Policy.h"
+#include "runtime/numerics/BlockQuantize.h"
 #include "frontend/PolicyAST.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -46,17 +47,10 @@ std::string FormatChoice::describe() const {
   std::string elementName(formatName(element));
   if (blockSize == 0)
     return elementName;
-  if (scaleFormat == ScaleFormat::E8M0 && blockSize == 32) {
-    if (element == ElementFormat::E2M1)
-      return "mxfp4";
-    if (element == ElementFormat::E4M3)
-      return "mxfp8_e4m3";
-    if (element == ElementFormat::E5M2)
-      return "mxfp8_e5m2";
-  }
-  if (scaleFormat == ScaleFormat::E4M3 && blockSize == 16 &&
-      element == ElementFormat::E2M1)
-    return "nvfp4";
+  std::string_view preset = numerics::formatPresetName(
+      element, static_cast<int>(blockSize), scaleFormat);
+  if (!preset.empty())
+    return std::string(preset);
   return elementName + " block " + std::to_string(blockSize) + " scale " +
          (scaleFormat == ScaleFormat::E8M0 ? "e8m0" : "e4m3");
 }

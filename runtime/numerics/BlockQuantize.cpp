@@ -93,28 +93,44 @@ std::optional<ScaleRule> parseScaleRule(std::string_view name) {
   return std::nullopt;
 }
 
+const std::vector<FormatPreset> &formatPresets() {
+  static const std::vector<FormatPreset> presets = {
+      {"mxfp4", ElementFormat::E2M1, 32, ScaleFormat::E8M0},
+      {"mxfp8_e4m3", ElementFormat::E4M3, 32, ScaleFormat::E8M0},
+      {"mxfp8", ElementFormat::E4M3, 32, ScaleFormat::E8M0},
+      {"mxfp8_e5m2", ElementFormat::E5M2, 32, ScaleFormat::E8M0},
+      {"nvfp4", ElementFormat::E2M1, 16, ScaleFormat::E4M3},
+      {"bf16", ElementFormat::BF16, 0, ScaleFormat::E8M0},
+      {"f32", ElementFormat::F32, 0, ScaleFormat::E8M0},
+  };
+  return presets;
+}
+
+const FormatPreset *findFormatPreset(std::string_view name) {
+  for (const FormatPreset &preset : formatPresets())
+    if (preset.name == name)
+      return &preset;
+  return nullptr;
+}
+
+std::string_view formatPresetName(ElementFormat element, int blockSize,
+                                  ScaleFormat scaleFormat) {
+  for (const FormatPreset &preset : formatPresets())
+    if (preset.element == element && preset.blockSize == blockSize &&
+        (blockSize == 0 || preset.scaleFormat == scaleFormat))
+      return preset.name;
+  return "";
+}
+
 std::optional<BlockFormat> blockFormatPreset(std::string_view name) {
+  const FormatPreset *preset = findFormatPreset(name);
+  if (!preset || preset->blockSize == 0)
+    return std::nullopt;
   BlockFormat format;
+  format.element = preset->element;
   format.rounding = Rounding::NearestEven;
-  format.scaling = {32, ScaleFormat::E8M0, ScaleRule::Floor};
-  if (name == "mxfp4") {
-    format.element = ElementFormat::E2M1;
-    return format;
-  }
-  if (name == "mxfp8_e4m3") {
-    format.element = ElementFormat::E4M3;
-    return format;
-  }
-  if (name == "mxfp8_e5m2") {
-    format.element = ElementFormat::E5M2;
-    return format;
-  }
-  if (name == "nvfp4") {
-    format.element = ElementFormat::E2M1;
-    format.scaling = {16, ScaleFormat::E4M3, ScaleRule::Floor};
-    return format;
-  }
-  return std::nullopt;
+  format.scaling = {preset->blockSize, preset->scaleFormat, ScaleRule::Floor};
+  return format;
 }
 
 int sharedExponent(float amax, ScaleRule rule, const FormatSpec &element) {

@@ -65,9 +65,31 @@ struct OperandQuantization {
   Rotation rotation;
 };
 
-/// Named presets: mxfp4 (E2M1, 32, E8M0, floor), mxfp8_e4m3, mxfp8_e5m2
-/// (32, E8M0, floor), nvfp4 (E2M1, 16, E4M3 + fp32 tensor scale). All round
-/// to nearest even and rotate nothing.
+/// A named format — the one list the policy language, `tetra quantize` and
+/// the dialect's attributes share: its element format and, for a block
+/// format, its block size and scale format (scale rule floor, rounding to
+/// nearest even, no rotation). An alias follows the name it stands for
+/// (mxfp8 = mxfp8_e4m3), so a format's first preset is its canonical name.
+struct FormatPreset {
+  std::string_view name;
+  ElementFormat element;
+  int blockSize; ///< 0: no block scale (bf16, f32)
+  ScaleFormat scaleFormat;
+};
+
+/// mxfp4 (E2M1, 32, E8M0), mxfp8_e4m3 and its alias mxfp8, mxfp8_e5m2
+/// (32, E8M0), nvfp4 (E2M1, 16, E4M3 + an fp32 tensor scale), bf16, f32.
+const std::vector<FormatPreset> &formatPresets();
+
+/// The preset called `name`, or null.
+const FormatPreset *findFormatPreset(std::string_view name);
+
+/// A format's canonical preset name, or "" where it has none.
+std::string_view formatPresetName(ElementFormat element, int blockSize,
+                                  ScaleFormat scaleFormat);
+
+/// A block preset's format (mxfp4, mxfp8_e4m3, mxfp8, mxfp8_e5m2, nvfp4);
+/// none for another name, bf16 and f32 included.
 std::optional<BlockFormat> blockFormatPreset(std::string_view name);
 
 /// The E8M0 exponent `e` for a block whose largest magnitude is `amax`

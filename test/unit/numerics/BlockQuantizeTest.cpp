@@ -534,3 +534,32 @@ TEST(BlockQuantizeTest, DequantizeAtTheTopOfTheRange) {
       quantize(x.data(), {32}, 0, mxfp4(ScaleRule::Ceil));
   EXPECT_EQ(dequantize(below)[0], std::ldexp(3.0f, 126));
 }
+
+// The one list of named formats: each preset is found by its name, a
+// format's first preset is its canonical name (mxfp8 is an alias of
+// mxfp8_e4m3), and only block presets give a BlockFormat.
+TEST(FormatPresets, OneListForEveryLanguage) {
+  std::vector<std::string> names;
+  for (const FormatPreset &preset : formatPresets())
+    names.emplace_back(preset.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"mxfp4", "mxfp8_e4m3", "mxfp8",
+                                             "mxfp8_e5m2", "nvfp4", "bf16",
+                                             "f32"}));
+  for (const FormatPreset &preset : formatPresets()) {
+    ASSERT_EQ(findFormatPreset(preset.name), &preset);
+    std::string_view canonical = formatPresetName(
+        preset.element, preset.blockSize, preset.scaleFormat);
+    EXPECT_EQ(canonical, preset.name == "mxfp8" ? "mxfp8_e4m3" : preset.name);
+  }
+  EXPECT_EQ(findFormatPreset("mxfp6"), nullptr);
+  EXPECT_EQ(formatPresetName(ElementFormat::E2M1, 64, ScaleFormat::E8M0), "");
+  std::optional<BlockFormat> alias = blockFormatPreset("mxfp8");
+  ASSERT_TRUE(alias.has_value());
+  EXPECT_EQ(alias->element, ElementFormat::E4M3);
+  EXPECT_EQ(alias->scaling.blockSize, 32);
+  std::optional<BlockFormat> nv = blockFormatPreset("nvfp4");
+  ASSERT_TRUE(nv.has_value());
+  EXPECT_EQ(nv->scaling.scaleFormat, ScaleFormat::E4M3);
+  EXPECT_EQ(nv->scaling.blockSize, 16);
+  EXPECT_FALSE(blockFormatPreset("bf16").has_value());
+}
