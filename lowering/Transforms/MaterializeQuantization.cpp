@@ -11,6 +11,8 @@
 #include "lowering/Transforms/Passes.h"
 
 #include "dialect/TetraOps.h"
+#include "runtime/numerics/Hadamard.h"
+#include "runtime/numerics/Philox.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -27,18 +29,9 @@ using namespace tetra;
 
 namespace {
 
-/// The tensor id of the random Hadamard signs (numerics'
-/// kRotationSignsTensorId, "HAD1"): no quantizer may draw from it.
-constexpr uint32_t kRotationSignsTensorId = 0x48414431;
-
-/// FNV-1a, 32 bits.
+/// A tensor's stream id (numerics::tensorIdOf).
 uint32_t fnv1a32(StringRef text) {
-  uint32_t hash = 0x811C9DC5u;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 0x01000193u;
-  }
-  return hash;
+  return numerics::tensorIdOf(std::string_view(text.data(), text.size()));
 }
 
 /// Hands out distinct tensor ids in program order.
@@ -47,7 +40,7 @@ public:
   uint32_t assign(StringRef key) {
     uint32_t id = fnv1a32(key);
     for (unsigned attempt = 1;
-         id == kRotationSignsTensorId || used.contains(id); ++attempt)
+         id == numerics::kRotationSignsTensorId || used.contains(id); ++attempt)
       id = fnv1a32((key + "#" + Twine(attempt)).str());
     used.insert(id);
     return id;

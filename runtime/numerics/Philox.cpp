@@ -40,6 +40,15 @@ std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter,
   return counter;
 }
 
+uint32_t tensorIdOf(std::string_view name) {
+  uint32_t hash = 0x811C9DC5u;
+  for (unsigned char c : name) {
+    hash ^= c;
+    hash *= 0x01000193u;
+  }
+  return hash;
+}
+
 uint32_t randomBits(const RandomStream &stream, uint64_t index) {
   const uint64_t block = index / 4;
   const std::array<uint32_t, 4> counter = {static_cast<uint32_t>(block),

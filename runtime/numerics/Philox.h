@@ -11,6 +11,7 @@
 #define TETRA_RUNTIME_NUMERICS_PHILOX_H
 
 #include <array>
+#include <string_view>
 #include <cstdint>
 
 namespace tetra::numerics {
@@ -29,6 +30,12 @@ struct RandomStream {
   uint32_t step = 0;
   uint32_t tensorId = 0;
 };
+
+/// The tensor id of a tensor named `name` (FNV-1a, 32 bits): the one
+/// naming of stochastic-rounding streams. The compiler keys each quantized
+/// operand by its name (stepping past a collision and the rotation signs'
+/// id, MaterializeQuantization), `tetra quantize` each tensor of a file.
+uint32_t tensorIdOf(std::string_view name);
 
 /// The 32 random bits for element `index` of `stream`:
 ///   key     = (seed & 0xffffffff, seed >> 32)

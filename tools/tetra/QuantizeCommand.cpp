@@ -498,17 +498,6 @@ struct TensorResult {
   }
 };
 
-/// FNV-1a of the tensor name: the Philox tensor id, stable whichever
-/// tensors are selected.
-uint32_t tensorIdOf(const std::string &name) {
-  uint32_t hash = 2166136261u;
-  for (unsigned char c : name) {
-    hash ^= c;
-    hash *= 16777619u;
-  }
-  return hash;
-}
-
 bool isFiniteFloat(float x) { return std::isfinite(x); }
 
 int floorLog2(float x) { return std::ilogb(x); }

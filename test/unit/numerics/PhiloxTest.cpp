@@ -78,3 +78,12 @@ TEST(PhiloxTest, BitsAreBalanced) {
   for (int b = 0; b < 32; ++b)
     EXPECT_NEAR(ones[b], kDraws / 2, 6 * 128) << "bit " << b;
 }
+
+// The one naming of stochastic-rounding streams: FNV-1a (32 bits) of the
+// tensor's name, as published (offset basis for "", 0xe40c292c for "a").
+TEST(TensorId, IsFnv1aOfTheName) {
+  EXPECT_EQ(tensorIdOf(""), 0x811C9DC5u);
+  EXPECT_EQ(tensorIdOf("a"), 0xE40C292Cu);
+  EXPECT_NE(tensorIdOf("layers.0.attn.wq.fprop.x"),
+            tensorIdOf("layers.0.attn.wq.fprop.w"));
+}
