@@ -68,6 +68,27 @@ using namespace tetra::conversion;
 
 namespace {
 
+/// One warp's mma.sync (`intrinsic`, an m16n8kK with fp32 accumulators): the
+/// lane's A then B registers and its four accumulators in, the four results
+/// out.
+SmallVector<Value> mmaSync(QuantizationEmitter &e, StringRef intrinsic,
+                           ArrayRef<Value> a, ArrayRef<Value> b,
+                           ArrayRef<Value> c) {
+  Type f32 = e.f32();
+  Type fragment = LLVM::LLVMStructType::getLiteral(e.b.getContext(),
+                                                   {f32, f32, f32, f32});
+  SmallVector<Value> args(a);
+  args.append(b.begin(), b.end());
+  args.append(c.begin(), c.end());
+  Value d = LLVM::CallIntrinsicOp::create(e.b, fragment,
+                                          e.b.getStringAttr(intrinsic), args)
+                .getResult(0);
+  SmallVector<Value> results;
+  for (int64_t r = 0; r < 4; ++r)
+    results.push_back(LLVM::ExtractValueOp::create(e.b, d, r));
+  return results;
+}
+
 /// sm_90a's matrix instructions on the plan's staged tiles (swizzled, as
 /// wgmma's shared-memory descriptors name them). MXFP4 x MXFP4 and bf16 x
 /// bf16 on tiles of 64 x 64 multiples: each warpgroup (four warps) one
@@ -597,10 +618,6 @@ SmallVector<Value>
 NVVMGemmLowering::accumulateBlockScaled(QuantizationEmitter &e,
                                         const StagedStep &step,
                                         ValueRange accumulators) {
-  MLIRContext *context = kernel.getContext();
-  Type f32 = e.f32();
-  Type fragment =
-      LLVM::LLVMStructType::getLiteral(context, {f32, f32, f32, f32});
   const std::string intrinsic = "llvm.nvvm.mma.m16n8k32.row.col.f32." +
                                 mmaType(lhs) + "." + mmaType(rhs) + ".f32";
   Value g = e.divIndex(step.lane, 4);
@@ -628,15 +645,12 @@ NVVMGemmLowering::accumulateBlockScaled(QuantizationEmitter &e,
       SmallVector<Value> partials;
       for (int64_t i = 0; i < tilesM(); ++i)
         for (int64_t j = 0; j < tilesN(); ++j) {
-          SmallVector<Value> args = {keep(a[i][0], 0), keep(a[i][1], 0),
-                                     keep(a[i][2], 1), keep(a[i][3], 1),
-                                     keep(bw[j][0], 0), keep(bw[j][1], 1),
-                                     zeroF, zeroF, zeroF, zeroF};
-          Value d = LLVM::CallIntrinsicOp::create(
-                        e.b, fragment, e.b.getStringAttr(intrinsic), args)
-                        .getResult(0);
-          for (int64_t r = 0; r < 4; ++r)
-            partials.push_back(LLVM::ExtractValueOp::create(e.b, d, r));
+          partials.append(mmaSync(
+              e, intrinsic,
+              {keep(a[i][0], 0), keep(a[i][1], 0), keep(a[i][2], 1),
+               keep(a[i][3], 1)},
+              {keep(bw[j][0], 0), keep(bw[j][1], 1)},
+              {zeroF, zeroF, zeroF, zeroF}));
         }
       acc = step.exact ? addExactly(e, step, partials, acc, rowCode, colCode)
                        : addScaled(e, step, partials, acc, rowCode, colCode);
@@ -761,10 +775,6 @@ SmallVector<Value> NVVMGemmLowering::addScaled(QuantizationEmitter &e,
 SmallVector<Value> NVVMGemmLowering::accumulateBF16(QuantizationEmitter &e,
                                                     const StagedStep &step,
                                                     ValueRange accumulators) {
-  MLIRContext *context = kernel.getContext();
-  Type f32 = e.f32();
-  Type fragment =
-      LLVM::LLVMStructType::getLiteral(context, {f32, f32, f32, f32});
   Value g = e.divIndex(step.lane, 4);
   Value t = arith::RemUIOp::create(e.b, step.lane, e.cIndex(4));
   SmallVector<Value> acc(accumulators);
@@ -775,15 +785,11 @@ SmallVector<Value> NVVMGemmLowering::accumulateBF16(QuantizationEmitter &e,
     for (int64_t i = 0; i < tilesM(); ++i)
       for (int64_t j = 0; j < tilesN(); ++j) {
         Value *c = &acc[(i * tilesN() + j) * 4];
-        SmallVector<Value> args = {a[i][0], a[i][1], a[i][2], a[i][3],
-                                   bw[j][0], bw[j][1], c[0], c[1], c[2], c[3]};
-        Value d = LLVM::CallIntrinsicOp::create(
-                      e.b, fragment,
-                      e.b.getStringAttr("llvm.nvvm.mma.m16n8k16.row.col.bf16"),
-                      args)
-                      .getResult(0);
-        for (int64_t r = 0; r < 4; ++r)
-          c[r] = LLVM::ExtractValueOp::create(e.b, d, r);
+        SmallVector<Value> d =
+            mmaSync(e, "llvm.nvvm.mma.m16n8k16.row.col.bf16",
+                    {a[i][0], a[i][1], a[i][2], a[i][3]}, {bw[j][0], bw[j][1]},
+                    {c[0], c[1], c[2], c[3]});
+        std::copy(d.begin(), d.end(), c);
       }
   }
   return acc;
@@ -900,21 +906,9 @@ public:
     SmallVector<Value> aHi, aLo, bHi, bLo;
     split(a, aHi, aLo);
     split(b, bHi, bLo);
-    Type f32 = e.f32();
-    Type fragment = LLVM::LLVMStructType::getLiteral(e.b.getContext(),
-                                                     {f32, f32, f32, f32});
     SmallVector<Value> d(c);
     auto mma = [&](ArrayRef<Value> x, ArrayRef<Value> y) {
-      SmallVector<Value> args(x);
-      args.append(y.begin(), y.end());
-      args.append(d.begin(), d.end());
-      Value result = LLVM::CallIntrinsicOp::create(
-                         e.b, fragment,
-                         e.b.getStringAttr("llvm.nvvm.mma.m16n8k8.row.col.tf32"),
-                         args)
-                         .getResult(0);
-      for (int64_t r = 0; r < 4; ++r)
-        d[r] = LLVM::ExtractValueOp::create(e.b, result, r);
+      d = mmaSync(e, "llvm.nvvm.mma.m16n8k8.row.col.tf32", x, y, d);
     };
     mma(aLo, bHi);
     mma(aHi, bLo);

@@ -13,7 +13,6 @@
 #include "tools/tetra/LoadInputs.h"
 
 #include "driver/CompileStep.h"
-#include "frontend/Frontend.h"
 #include "runtime/trainer/RunPlan.h"
 #include "runtime/trainer/Trainer.h"
 
@@ -86,25 +85,18 @@ int tetra::driver::evalMain(const std::vector<std::string_view> &args) {
 
   llvm::SourceMgr sourceMgr;
   frontend::DiagnosticEngine diags(sourceMgr);
-  std::optional<frontend::RunConfig> run = frontend::loadRun(diags, runPath);
-  if (!run)
-    return 1;
-  std::optional<frontend::ModelGraph> model =
-      frontend::loadModel(diags, run->modelPath);
-  if (!model)
-    return 1;
+  std::vector<std::string> files = {runPath};
   if (!policyOverride.empty())
-    run->policyPath = policyOverride;
-  std::optional<frontend::ResolvedPolicy> policy =
-      frontend::loadPolicy(diags, run->policyPath, model->linearNames());
-  if (!policy)
+    files.push_back(policyOverride);
+  std::optional<LoadedInputs> inputs =
+      loadInputs(diags, files, {}, "tetra eval", "an evaluation");
+  if (!inputs)
     return 1;
-  const int64_t tokens = run->seqLen * run->microBatch;
-  if (!frontend::checkReductionSizes(
-          diags, *model, *policy, tokens,
-          "seq_len * micro_batch = " + std::to_string(tokens) + " tokens",
-          "run '" + run->name + "': "))
-    return 1;
+  if (!inputs->run)
+    return usageError("'" + runPath + "' is not a run file");
+  const frontend::RunConfig *run = &*inputs->run;
+  const frontend::ModelGraph *model = &inputs->model;
+  const frontend::ResolvedPolicy *policy = &*inputs->policy;
   std::vector<std::string> data =
       dataGlob.empty() ? run->evalData : std::vector<std::string>{dataGlob};
   if (data.empty())
@@ -133,7 +125,7 @@ int tetra::driver::evalMain(const std::vector<std::string_view> &args) {
   context.printOpOnDiagnostic(false);
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   mlir::FailureOr<CompiledStep> compiled = compileTrainingStep(
-      context, sourceMgr, *model, &*policy, compileOptionsFor(*run));
+      context, sourceMgr, *model, policy, compileOptionsFor(*run));
   if (mlir::failed(compiled))
     return 1;
   io::Expected<CpuStep> step = loadCpuStep(std::move(*compiled));
