@@ -57,7 +57,8 @@ AttentionOp::buildGradients(OpBuilder &builder, ValueRange resultGradients,
                             SmallVectorImpl<Value> &operandGradients) {
   auto grad = AttentionGradOp::create(
       builder, getLoc(), getQuery(), getKey(), getValue(),
-      resultGradientOf(resultGradients), getHeadsAttr(), getKvHeadsAttr());
+      resultGradientOf(resultGradients), getHeadsAttr(), getKvHeadsAttr(),
+      getBf16OperandsAttr());
   operandGradients.assign(
       {grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
   return success();

@@ -260,13 +260,26 @@ def Tetra_AttentionOp : Tetra_Op<"attention",
     `[batch, seq, kv_heads · head_dim]`; every `heads / kv_heads` query heads
     share one key/value head. Causal: position p attends to 0..p. Scores are
     scaled by 1/sqrt(head_dim).
+
+    `bf16_operands` (the policy's `attention = bf16`, as PyTorch's BF16
+    flash attention computes): every operand of the attention's products —
+    query, key, value, the probabilities P = exp(S − lse) and, in the
+    gradient, dO and dS — is rounded to BF16 (nearest even) and the exact
+    products accumulate in fp32; without it they are the fp32 values. The
+    definition, the same on every target: runtime/kernels/Attention.h.
+
+    ```mlir
+    %o = tetra.attention %q, %k, %v heads 4 kv_heads 2 bf16_operands
+        : tensor<2x64x64xf32>, tensor<2x64x32xf32>, tensor<2x64x32xf32>
+    ```
   }];
   let arguments = (ins Tetra_FloatTensor:$query, Tetra_FloatTensor:$key,
                        Tetra_FloatTensor:$value, I64Attr:$heads,
-                       I64Attr:$kv_heads);
+                       I64Attr:$kv_heads, UnitAttr:$bf16_operands);
   let results = (outs Tetra_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `heads` $heads `kv_heads` $kv_heads attr-dict
+    $query `,` $key `,` $value `heads` $heads `kv_heads` $kv_heads
+    (`bf16_operands` $bf16_operands^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value)
   }];
   let hasVerifier = 1;

@@ -154,6 +154,11 @@ def Tetra_AttentionGradOp : Tetra_Op<"attention_grad", [Pure,
     dv_j  =     Σ over the query heads h of group g of Σ_i P_ij · dO_i
     ```
 
+    With `bf16_operands` (copied from the forward op), q, k, v, dO, P (for
+    o and dv) and dS (for dq and dk) are rounded to BF16 where they enter a
+    product; D_i = dO_i · o_i from the unrounded dO
+    (runtime/kernels/Attention.h).
+
     ```mlir
     %dq, %dk, %dv = tetra.attention_grad %q, %k, %v, %do heads 4 kv_heads 2
         : tensor<2x64x64xf32>, tensor<2x64x32xf32>
@@ -161,13 +166,15 @@ def Tetra_AttentionGradOp : Tetra_Op<"attention_grad", [Pure,
   }];
   let arguments = (ins Tetra_FloatTensor:$query, Tetra_FloatTensor:$key,
                        Tetra_FloatTensor:$value, Tetra_FloatTensor:$grad,
-                       I64Attr:$heads, I64Attr:$kv_heads);
+                       I64Attr:$heads, I64Attr:$kv_heads,
+                       UnitAttr:$bf16_operands);
   let results = (outs Tetra_FloatTensor:$query_grad,
                       Tetra_FloatTensor:$key_grad,
                       Tetra_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $grad `heads` $heads `kv_heads` $kv_heads
-    attr-dict `:` type($query) `,` type($key)
+    (`bf16_operands` $bf16_operands^)? attr-dict `:` type($query) `,`
+    type($key)
   }];
   let hasVerifier = 1;
 }

@@ -219,10 +219,12 @@ Value ModuleEmitter::emitOp(const Function &function, const fe::Op &op,
                                  builder.getI64IntegerAttr(op.headDim),
                                  builder.getF64FloatAttr(op.theta));
   case OpKind::Attention:
-    return tetra::AttentionOp::create(builder, loc, operands[0], operands[1],
-                                      operands[2],
-                                      builder.getI64IntegerAttr(op.heads),
-                                      builder.getI64IntegerAttr(op.kvHeads));
+    return tetra::AttentionOp::create(
+        builder, loc, operands[0], operands[1], operands[2],
+        builder.getI64IntegerAttr(op.heads),
+        builder.getI64IntegerAttr(op.kvHeads),
+        policy && policy->attention == "bf16" ? builder.getUnitAttr()
+                                              : UnitAttr());
   case OpKind::Silu:
     return tetra::SiluOp::create(builder, loc, operands[0]);
   case OpKind::Add:

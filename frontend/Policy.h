@@ -97,6 +97,10 @@ struct ResolvedPolicy {
   /// The policy files that were applied, base-most first (`path` last).
   std::vector<std::string> files;
   std::vector<LinearPolicy> linears; ///< In the order of `linearNames`.
+  /// The operands of every attention's products: "f32" (built-in) or
+  /// "bf16" (`attention = bf16`; runtime/kernels/Attention.h).
+  std::string attention = "f32";
+  FieldOrigin attentionOrigin;
 
   const LinearPolicy *find(llvm::StringRef linear) const;
 };

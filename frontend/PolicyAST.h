@@ -89,6 +89,9 @@ struct PolicyFileAST {
   unsigned bufferId = 0;
   std::optional<std::string> extends; ///< As written, relative to `path`.
   llvm::SMLoc extendsLoc;             ///< The string token.
+  /// `attention = bf16 | f32`, when the file sets it.
+  std::optional<std::string> attention;
+  llvm::SMLoc attentionLoc; ///< The `attention` keyword.
   std::vector<PolicyBlock> blocks;
 };
 

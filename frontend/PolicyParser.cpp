@@ -122,11 +122,13 @@ private:
            llvm::is_contained(kRoleNames, t.spelling);
   }
   bool startsBlock(const Token &t) {
-    return (t.isIdentifier("rule") || t.isIdentifier("default")) &&
+    return (t.isIdentifier("rule") || t.isIdentifier("default") ||
+            t.isIdentifier("attention")) &&
            t.startsLine;
   }
 
   void parseBlock(PolicyFileAST &file);
+  void parseAttention(PolicyFileAST &file);
   bool parseBlockBody(PolicyBlock &block);
   bool parseSetting(PolicySetting &setting);
   bool parseQuant(PolicySetting &setting);
@@ -197,6 +199,10 @@ bool PolicyParser::parseFile(PolicyFileAST &file) {
       parseBlock(file);
       continue;
     }
+    if (token.isIdentifier("attention")) {
+      parseAttention(file);
+      continue;
+    }
     if (token.isIdentifier("extends")) {
       error(token, "'extends' must come right after the policy header");
       skipToBlock();
@@ -204,12 +210,48 @@ bool PolicyParser::parseFile(PolicyFileAST &file) {
     }
     std::string hint;
     if (token.is(TokenKind::Identifier))
-      hint = didYouMean(token.spelling, {"default", "rule"});
+      hint = didYouMean(token.spelling, {"default", "rule", "attention"});
     error(token,
-          "expected 'default' or 'rule', got " + describeToken(token) + hint);
+          "expected 'default', 'rule' or 'attention', got " +
+              describeToken(token) + hint);
     skipToBlock();
   }
   return ok;
+}
+
+/// `attention = bf16 | f32`: what the products of every attention see.
+void PolicyParser::parseAttention(PolicyFileAST &file) {
+  const Token keyword = token;
+  consume();
+  if (!token.is(TokenKind::Equal)) {
+    error(token, "expected '=' after 'attention', got " + describeToken(token),
+          "attention = bf16");
+    skipToBlock();
+    return;
+  }
+  consume();
+  static const std::vector<std::string> kValues = {"bf16", "f32"};
+  if (!token.is(TokenKind::Identifier) ||
+      !llvm::is_contained(kValues, token.spelling)) {
+    std::string hint;
+    if (token.is(TokenKind::Identifier))
+      hint = didYouMean(token.spelling, kValues);
+    error(token,
+          "expected 'bf16' or 'f32' for the attention's operands, got " +
+              describeToken(token) + hint,
+          "attention's products take fp32 (f32, the default) or BF16 "
+          "operands");
+    skipToBlock();
+    return;
+  }
+  if (file.attention) {
+    error(keyword, "'attention' is set twice in this file");
+    diags.note(file.attentionLoc, "the first setting is here");
+  } else {
+    file.attention = token.spelling.str();
+    file.attentionLoc = keyword.getLoc();
+  }
+  consume();
 }
 
 void PolicyParser::parseBlock(PolicyFileAST &file) {
@@ -901,6 +943,8 @@ void tetra::frontend::printPolicyAST(const PolicyFileAST &file,
   if (file.extends)
     os << "  Extends \"" << *file.extends << "\"" << at(file.extendsLoc)
        << "\n";
+  if (file.attention)
+    os << "  Attention " << *file.attention << at(file.attentionLoc) << "\n";
   for (const PolicyBlock &block : file.blocks) {
     std::string head = block.describe();
     if (block.isDefault)

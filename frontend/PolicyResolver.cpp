@@ -338,8 +338,19 @@ std::optional<ResolvedPolicy> Resolver::resolve() {
   ResolvedPolicy resolved;
   resolved.name = chain.back().name;
   resolved.path = chain.back().path;
-  for (const PolicyFileAST &file : chain)
+  resolved.attentionOrigin = builtIn();
+  for (size_t fileIndex = 0; fileIndex < chain.size(); ++fileIndex) {
+    const PolicyFileAST &file = chain[fileIndex];
     resolved.files.push_back(file.path);
+    if (file.attention) { // the most derived file's setting wins
+      resolved.attention = *file.attention;
+      resolved.attentionOrigin = {
+          fileIndex + 1 == chain.size()
+              ? std::string("attention")
+              : llvm::sys::path::filename(file.path).str() + ": attention",
+          file.attentionLoc, "attention = " + *file.attention};
+    }
+  }
   for (size_t linear = 0; linear < linearNames.size(); ++linear) {
     LinearPolicy policy;
     policy.linear = linearNames[linear];

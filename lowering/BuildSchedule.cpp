@@ -68,7 +68,8 @@ private:
   FailureOr<std::pair<int, int>> attentionSavedFor(Operation *op, Value q,
                                                    Value k, Value v,
                                                    int64_t heads,
-                                                   int64_t kvHeads);
+                                                   int64_t kvHeads,
+                                                   bool bf16Operands);
   FailureOr<int> crossEntropyLseFor(Operation *op, Value logits, Value targets);
   /// Makes `result` share `input`'s buffer when `op` is `input`'s last use
   /// (in-place updates: AdamW, clipping).
@@ -417,7 +418,7 @@ LogicalResult ScheduleBuilder::schedule(Operation *op) {
                                        attention.getValue())] = {out[0], lse};
         launch(op, "attention.forward", {in[0], in[1], in[2], out[0], lse},
                {i64(q[0]), i64(q[1]), i64(heads), i64(attention.getKvHeads()),
-                i64(q[2] / heads)});
+                i64(q[2] / heads), i64(attention.getBf16Operands())});
         return success();
       })
       .Case([&](SiluOp) {
@@ -500,7 +501,8 @@ FailureOr<int> ScheduleBuilder::rstdFor(Operation *op, Value input,
 
 FailureOr<std::pair<int, int>>
 ScheduleBuilder::attentionSavedFor(Operation *op, Value q, Value k, Value v,
-                                   int64_t heads, int64_t kvHeads) {
+                                   int64_t heads, int64_t kvHeads,
+                                   bool bf16Operands) {
   auto saved = savedAttention.find(std::make_tuple(q, k, v));
   if (saved != savedAttention.end())
     return saved->second;
@@ -516,7 +518,7 @@ ScheduleBuilder::attentionSavedFor(Operation *op, Value q, Value k, Value v,
   launch(op, "attention.forward", {*qb, *kb, *vb, out, lse},
          {Scalar::integer(shape[0]), Scalar::integer(shape[1]),
           Scalar::integer(heads), Scalar::integer(kvHeads),
-          Scalar::integer(shape[2] / heads)});
+          Scalar::integer(shape[2] / heads), Scalar::integer(bf16Operands)});
   return savedAttention[std::make_tuple(q, k, v)] = {out, lse};
 }
 
@@ -714,9 +716,9 @@ FailureOr<bool> ScheduleBuilder::scheduleTrainingOp(Operation *op) {
       })
       .Case([&](AttentionGradOp grad) -> LogicalResult {
         int64_t heads = grad.getHeads(), kvHeads = grad.getKvHeads();
-        FailureOr<std::pair<int, int>> saved =
-            attentionSavedFor(op, grad.getQuery(), grad.getKey(),
-                              grad.getValue(), heads, kvHeads);
+        FailureOr<std::pair<int, int>> saved = attentionSavedFor(
+            op, grad.getQuery(), grad.getKey(), grad.getValue(), heads, kvHeads,
+            grad.getBf16Operands());
         FailureOr<std::vector<int>> args =
             buffersOf({grad.getQuery(), grad.getKey(), grad.getValue()});
         FailureOr<std::vector<int>> rest =
@@ -733,7 +735,7 @@ FailureOr<bool> ScheduleBuilder::scheduleTrainingOp(Operation *op) {
         args->push_back(delta);
         launch(op, "attention.backward", *args,
                {i64(q[0]), i64(q[1]), i64(heads), i64(kvHeads),
-                i64(q[2] / heads)});
+                i64(q[2] / heads), i64(grad.getBf16Operands())});
         return success();
       })
       .Case([&](SiluGradOp grad) -> LogicalResult {

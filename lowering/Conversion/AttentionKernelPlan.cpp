@@ -105,6 +105,7 @@ public:
   }
 
   void forward();
+  void forwardRoundedProbabilities();
   void queryGradients();
   void keyValueGradients();
 
@@ -131,6 +132,10 @@ private:
   }
   Value ule(Value x, Value y) {
     return arith::CmpIOp::create(body.b, CmpIPredicate::ule, x, y);
+  }
+  /// What a product sees of x: itself, or x rounded to BF16.
+  Value operand(Value x) {
+    return shape.bf16Operands ? e.roundToBF16(x) : x;
   }
 
   Staged stage(int64_t rows, int64_t columns) {
@@ -187,8 +192,8 @@ private:
       Value at = e.addIndex(e.mulIndex(row, e.cIndex(to.stride)), column);
       auto store = [&] {
         for (int64_t c = 0; c < 4; ++c)
-          body.store(vector::ExtractOp::create(body.b, values, c), to.memory,
-                     e.addIndex(at, e.cIndex(c)));
+          body.store(operand(vector::ExtractOp::create(body.b, values, c)),
+                     to.memory, e.addIndex(at, e.cIndex(c)));
       };
       const int64_t next = static_cast<int64_t>(k + 1) * threads;
       if (next <= quads(rows))
@@ -245,7 +250,9 @@ private:
                      : e.addIndex(e.mulIndex(along, e.cIndex(bm.stride)),
                                   across)));
         }
-        accumulators = tile.multiply(e, av, bv, accumulators);
+        accumulators = shape.bf16Operands
+                           ? tile.multiplyBF16Values(e, av, bv, accumulators)
+                           : tile.multiply(e, av, bv, accumulators);
       }
     }
   }
@@ -265,12 +272,12 @@ private:
     return slots;
   }
 
-  /// Stores the warp's tiles into its rows of `to`.
+  /// Stores the warp's tiles (a product's operand) into its rows of `to`.
   void stash(const Tiles &values, Staged to) {
     for (auto [n, t] : llvm::enumerate(values))
       for (int64_t r = 0; r < tile.cValues(); ++r) {
         auto [row, column] = cAt[r];
-        body.store(t[r], to.memory,
+        body.store(operand(t[r]), to.memory,
                    e.addIndex(e.mulIndex(e.addIndex(warpRow, row),
                                          e.cIndex(to.stride)),
                               e.addIndex(column, e.cIndex(n * tile.tileN()))));
@@ -350,6 +357,8 @@ private:
 //===----------------------------------------------------------------------===//
 
 void TiledAttention::forward() {
+  if (shape.bf16Operands)
+    return forwardRoundedProbabilities();
   const int64_t rows = tiling.rows, inner = tiling.inner;
   const QueryBlock q = queryBlock();
   Value first = q.first, b = q.b, h = q.h;
@@ -439,6 +448,127 @@ void TiledAttention::forward() {
                          body.logF64(body.toF64(result[base + slots + s])));
       body.store(body.toF32(lse), body.arg(4), statisticAt(b, h, position[s]));
     });
+  }
+}
+
+/// BF16 operands: lse by the online maximum and sum over the key tiles (K
+/// alone staged), then O = sum_j round(exp(s_ij - lse_i)) v_j — the P of
+/// the backward, which reads the same lse.
+void TiledAttention::forwardRoundedProbabilities() {
+  const int64_t rows = tiling.rows, inner = tiling.inner;
+  const QueryBlock q = queryBlock();
+  Value first = q.first, b = q.b, h = q.h;
+  Staged queries = stage(rows, hd), keys = stage(inner, hd),
+         values = stage(inner, hd), probabilities = stage(rows, inner);
+  load(queries, body.arg(0), b, h, first, rows, qStride);
+  SmallVector<Value> position = rowPositions(first);
+  Value keyTiles = causalKeyTiles(first);
+  const int64_t slots = tile.rowSlots();
+  const int64_t pieces = piecesPerThread(inner);
+  auto fetchKeys = [&](Value keyFirst) {
+    return fetch(body.arg(1), q.b, q.g, keyFirst, inner, kvStride);
+  };
+  // The tile's scaled scores, -inf where masked.
+  auto scaledScores = [&](Value keyFirst) {
+    Tiles scores = zeros(inner);
+    product(scores, queries, hd, keys, /*nMajor=*/true);
+    for (auto [n, t] : llvm::enumerate(scores))
+      for (int64_t r = 0; r < tile.cValues(); ++r) {
+        Value key = e.addIndex(
+            keyFirst, e.addIndex(cAt[r].second, e.cIndex(n * tile.tileN())));
+        Value visible = e.bitAnd(ule(key, position[tile.rowSlot(r)]),
+                                 body.ult(key, e.cIndex(shape.seq)));
+        t[r] = e.select(visible, e.mulf(t[r], e.cF32(scale)),
+                        e.cF32(-INFINITY));
+      }
+    return scores;
+  };
+  auto larger = [&](Value x, Value y) {
+    return e.select(e.cmpf(CmpFPredicate::OGT, x, y), x, y);
+  };
+
+  // Sweep 1: the running maximum and sum, carried with the next K pieces.
+  SmallVector<Value> init(slots, e.cF32(-INFINITY));
+  init.append(slots, e.cF32(0.0f));
+  init.append(fetchKeys(e.cIndex(0)));
+  SmallVector<Value> statistics = body.strided(
+      e.cIndex(0), keyTiles, 1, init, [&](Value kt, ValueRange carried) {
+        SmallVector<Value> maximum(carried.take_front(slots));
+        SmallVector<Value> sum(carried.drop_front(slots).take_front(slots));
+        Value keyFirst = e.mulIndex(kt, e.cIndex(inner));
+        body.barrier(); // the last step's reads of K are done
+        put(keys, SmallVector<Value>(carried.drop_front(2 * slots)), inner);
+        body.barrier();
+        SmallVector<Value> prefetched =
+            fetchKeys(e.addIndex(keyFirst, e.cIndex(inner)));
+        Tiles scores = scaledScores(keyFirst);
+        SmallVector<Value> tileMaximum =
+            rowCombine(scores, e.cF32(-INFINITY), larger);
+        SmallVector<Value> next(slots), rescale(slots);
+        for (int64_t s = 0; s < slots; ++s) {
+          next[s] = larger(maximum[s], tileMaximum[s]);
+          rescale[s] = exp(e.subf(maximum[s], next[s]));
+        }
+        for (SmallVector<Value> &t : scores)
+          for (int64_t r = 0; r < tile.cValues(); ++r)
+            t[r] = exp(e.subf(t[r], next[tile.rowSlot(r)]));
+        SmallVector<Value> tileSum = rowCombine(
+            scores, e.cF32(0.0f), [&](Value x, Value y) { return e.addf(x, y); });
+        SmallVector<Value> yielded = next;
+        for (int64_t s = 0; s < slots; ++s)
+          yielded.push_back(e.addf(e.mulf(sum[s], rescale[s]), tileSum[s]));
+        yielded.append(prefetched);
+        return yielded;
+      });
+  SmallVector<Value> lse(slots);
+  for (int64_t s = 0; s < slots; ++s)
+    lse[s] = body.toF32(e.addf(body.toF64(statistics[s]),
+                               body.logF64(body.toF64(statistics[slots + s]))));
+
+  // Sweep 2: O += round(exp(s - lse)) V.
+  const size_t outValues = hd / tile.tileN() * tile.cValues();
+  SmallVector<Value> start = flatten(zeros(hd));
+  start.append(fetchKeysValues(q, e.cIndex(0)));
+  SmallVector<Value> result = body.strided(
+      e.cIndex(0), keyTiles, 1, start, [&](Value kt, ValueRange carried) {
+        Tiles out = unflatten(carried.take_front(outValues), hd);
+        ValueRange fetched = carried.drop_front(outValues);
+        Value keyFirst = e.mulIndex(kt, e.cIndex(inner));
+        body.barrier(); // the last step's reads of K, V and P are done
+        put(keys, SmallVector<Value>(fetched.take_front(pieces)), inner);
+        put(values, SmallVector<Value>(fetched.drop_front(pieces)), inner);
+        body.barrier();
+        SmallVector<Value> prefetched =
+            fetchKeysValues(q, e.addIndex(keyFirst, e.cIndex(inner)));
+        Tiles scores = zeros(inner);
+        product(scores, queries, hd, keys, /*nMajor=*/true);
+        for (auto [n, t] : llvm::enumerate(scores))
+          for (int64_t r = 0; r < tile.cValues(); ++r) {
+            const int64_t s = tile.rowSlot(r);
+            Value key = e.addIndex(
+                keyFirst, e.addIndex(cAt[r].second, e.cIndex(n * tile.tileN())));
+            Value visible = e.bitAnd(ule(key, position[s]),
+                                     body.ult(key, e.cIndex(shape.seq)));
+            t[r] = e.select(visible,
+                            exp(e.subf(e.mulf(t[r], e.cF32(scale)), lse[s])),
+                            e.cF32(0.0f));
+          }
+        stash(scores, probabilities); // rounded
+        body.barrier();
+        product(out, probabilities, inner, values, /*nMajor=*/false);
+        SmallVector<Value> yielded = flatten(out);
+        yielded.append(prefetched);
+        return yielded;
+      });
+  storeRows(unflatten(ValueRange(result).take_front(outValues), hd),
+            body.arg(3), b, h, first, qStride,
+            SmallVector<Value>(slots, e.cF32(1.0f)));
+  Value leads = arith::CmpIOp::create(body.b, CmpIPredicate::eq, cAt[0].second,
+                                      e.cIndex(0));
+  for (int64_t s = 0; s < slots; ++s) {
+    Value inside = e.bitAnd(leads, body.ult(position[s], e.cIndex(shape.seq)));
+    body.ifThen(inside,
+                [&] { body.store(lse[s], body.arg(4), statisticAt(b, h, position[s])); });
   }
 }
 

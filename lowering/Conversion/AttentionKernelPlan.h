@@ -29,6 +29,13 @@
 // (sm_90a: fp32 products as three TF32 products, hi·hi + hi·lo + lo·hi,
 // about fp32's precision; gfx950: fp32 MFMAs, exact fp32 products).
 //
+// BF16 operands (bf16_operands, runtime/kernels/Attention.h): Q, K, V and
+// dO are rounded as they are staged, P and dS as they are stashed; the
+// forward takes two sweeps over the key tiles — lse first (the online
+// maximum and sum), then O += round(exp(S - lse)) V — so that its P is the
+// backward's, whatever the tiling. Every product then has BF16 operands:
+// sm_90a takes one TF32 mma.sync per product instead of three.
+//
 // A chip adds only its matrix instruction (AttentionMatrixTile): which
 // (row, k), (k, n) and (row, n) elements of the 16 x tileK, tileK x tileN
 // and 16 x tileN slabs each lane holds, which lanes share an accumulator
@@ -83,6 +90,15 @@ public:
                                       llvm::ArrayRef<Value> a,
                                       llvm::ArrayRef<Value> b,
                                       llvm::ArrayRef<Value> c) const = 0;
+  /// multiply() where every a and b value is a BF16 value: a chip whose
+  /// fp32 products need several instructions may take one (exact for
+  /// BF16 operands).
+  virtual SmallVector<Value> multiplyBF16Values(QuantizationEmitter &e,
+                                                llvm::ArrayRef<Value> a,
+                                                llvm::ArrayRef<Value> b,
+                                                llvm::ArrayRef<Value> c) const {
+    return multiply(e, a, b, c);
+  }
   /// Static shared memory a block may use.
   virtual int64_t sharedBytes() const = 0;
   /// 2^x by the chip's own instruction (no device library).
@@ -96,9 +112,11 @@ std::unique_ptr<AttentionMatrixTile> createAMDGPUAttentionTile();
 /// The tile of a chip ("sm_90a", "gfx950"), or null for another.
 std::unique_ptr<AttentionMatrixTile> attentionTileFor(llvm::StringRef chip);
 
-/// attention.forward/backward's shape scalars.
+/// attention.forward/backward's scalars: the shape and the operands' mode.
 struct AttentionGeometry {
   int64_t batch = 0, seq = 0, heads = 0, kvHeads = 0, headDim = 0;
+  /// Every product's operands rounded to BF16 (runtime/kernels/Attention.h).
+  bool bf16Operands = false;
 };
 
 /// The tiled launches.

@@ -663,15 +663,27 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     const int64_t batch = call.integer(0), seq = call.integer(1),
                   heads = call.integer(2), kvHeads = call.integer(3),
                   hd = call.integer(4);
+    const bool bf16Operands = call.integer(5) != 0;
     const int64_t group = heads / kvHeads;
     const float scaleValue = 1.0f / std::sqrt(static_cast<float>(hd));
     const int64_t qStride = heads * hd, kvStride = kvHeads * hd;
-    // Loads hd consecutive floats from `memory` at `at`.
+    // What a product sees of x: itself, or x rounded to BF16.
+    auto operand = [&](Body &body, Value x) {
+      return bf16Operands ? body.e.roundToBF16(x) : x;
+    };
+    // Loads hd consecutive floats from `memory` at `at` (as they are).
     auto vector = [&](Body &body, Value memory, Value at) {
       SmallVector<Value> values;
       for (int64_t d = 0; d < hd; ++d)
         values.push_back(
             body.load(memory, body.e.addIndex(at, body.e.cIndex(d))));
+      return values;
+    };
+    // ... as a product's operand.
+    auto operands = [&](Body &body, Value memory, Value at) {
+      SmallVector<Value> values = vector(body, memory, at);
+      for (Value &value : values)
+        value = operand(body, value);
       return values;
     };
     // sum_d a[d] * b[d], d in order (the CPU's panel products).
@@ -733,7 +745,8 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     };
 
     // On the matrix units where the plan applies.
-    const AttentionGeometry geometry{batch, seq, heads, kvHeads, hd};
+    const AttentionGeometry geometry{batch, seq, heads, kvHeads, hd,
+                                     bf16Operands};
     auto tilingOf = [&](AttentionPass pass) -> std::optional<AttentionTiling> {
       if (!attentionTile_)
         return std::nullopt;
@@ -783,13 +796,13 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
             queryRow(body, [&](Value b, Value h, Value t) {
               QuantizationEmitter &e = body.e;
               Value g = arith::DivUIOp::create(body.b, h, e.cIndex(group));
-              SmallVector<Value> q = vector(body, body.arg(0),
-                                            queryAt(body, b, t, h));
+              SmallVector<Value> q = operands(body, body.arg(0),
+                                              queryAt(body, b, t, h));
               Value count = e.addIndex(t, e.cIndex(1));
               Value scale = e.cF32(scaleValue);
               auto score = [&](Value j) {
                 SmallVector<Value> k =
-                    vector(body, body.arg(1), keyAt(body, b, j, g));
+                    operands(body, body.arg(1), keyAt(body, b, j, g));
                 return e.mulf(dotInOrder(body, q, k), scale);
               };
               Value maximum =
@@ -801,28 +814,49 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                            return SmallVector<Value>{
                                e.select(larger, s, acc[0])};
                          })[0];
-              SmallVector<Value> init(hd, e.cF32(0.0f));
+              // f32: O = sum_j exp(s_j - max) v_j / sum, one sweep. BF16
+              // operands: the sum first, then O = sum_j round(exp(s_j -
+              // lse)) v_j (the backward's P).
+              SmallVector<Value> init(bf16Operands ? 0 : hd, e.cF32(0.0f));
               init.push_back(body.cF64(0.0));
               SmallVector<Value> acc = e.loop(
                   e.cIndex(0), count, init, [&](Value j, ValueRange carried) {
                     Value p = body.fastExp(e.subf(score(j), maximum));
-                    SmallVector<Value> v =
-                        vector(body, body.arg(2), keyAt(body, b, j, g));
                     SmallVector<Value> next;
-                    for (int64_t d = 0; d < hd; ++d)
-                      next.push_back(e.addf(carried[d], e.mulf(p, v[d])));
-                    next.push_back(e.addf(carried[hd], body.toF64(p)));
+                    if (!bf16Operands) {
+                      SmallVector<Value> v =
+                          vector(body, body.arg(2), keyAt(body, b, j, g));
+                      for (int64_t d = 0; d < hd; ++d)
+                        next.push_back(e.addf(carried[d], e.mulf(p, v[d])));
+                    }
+                    next.push_back(e.addf(carried.back(), body.toF64(p)));
                     return next;
                   });
-              Value sum = acc[hd];
+              Value sum = acc.back();
+              Value lse = body.toF32(
+                  e.addf(body.toF64(maximum), body.logF64(sum)));
               Value inverse = body.toF32(e.divf(body.cF64(1.0), sum));
+              if (bf16Operands) {
+                acc = e.loop(e.cIndex(0), count,
+                             SmallVector<Value>(hd, e.cF32(0.0f)),
+                             [&](Value j, ValueRange carried) {
+                               Value p = operand(body, body.fastExp(
+                                   e.subf(score(j), lse)));
+                               SmallVector<Value> v = operands(
+                                   body, body.arg(2), keyAt(body, b, j, g));
+                               SmallVector<Value> next;
+                               for (int64_t d = 0; d < hd; ++d)
+                                 next.push_back(
+                                     e.addf(carried[d], e.mulf(p, v[d])));
+                               return next;
+                             });
+                inverse = e.cF32(1.0f);
+              }
               Value out = queryAt(body, b, t, h);
               for (int64_t d = 0; d < hd; ++d)
                 body.store(e.mulf(acc[d], inverse), body.arg(3),
                            e.addIndex(out, e.cIndex(d)));
-              body.store(body.toF32(e.addf(body.toF64(maximum),
-                                           body.logF64(sum))),
-                         body.arg(4), statAt(body, b, h, t));
+              body.store(lse, body.arg(4), statAt(body, b, h, t));
             });
           });
       add(symbol, queryGrid, kRowThreads, launch);
@@ -837,10 +871,10 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
             QuantizationEmitter &e = body.e;
             Value g = arith::DivUIOp::create(body.b, h, e.cIndex(group));
             Value at = queryAt(body, b, i, h);
-            SmallVector<Value> q = vector(body, body.arg(0), at);
-            SmallVector<Value> dout = vector(body, body.arg(5), at);
-            SmallVector<Value> out = vector(body, body.arg(3), at);
-            Value delta = dotLanes(body, dout, out);
+            SmallVector<Value> q = operands(body, body.arg(0), at);
+            SmallVector<Value> dout = operands(body, body.arg(5), at);
+            Value delta = dotLanes(body, vector(body, body.arg(5), at),
+                                   vector(body, body.arg(3), at));
             Value stat = statAt(body, b, h, i);
             Value lse = body.load(body.arg(4), stat);
             body.store(delta, body.arg(9), stat);
@@ -849,12 +883,12 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                 e.cIndex(0), e.addIndex(i, e.cIndex(1)), init,
                 [&](Value j, ValueRange carried) {
                   Value kv = keyAt(body, b, j, g);
-                  SmallVector<Value> k = vector(body, body.arg(1), kv);
-                  SmallVector<Value> v = vector(body, body.arg(2), kv);
+                  SmallVector<Value> k = operands(body, body.arg(1), kv);
+                  SmallVector<Value> v = operands(body, body.arg(2), kv);
                   Value p = body.fastExp(e.subf(
                       e.mulf(dotInOrder(body, q, k), e.cF32(scaleValue)), lse));
                   Value dp = dotInOrder(body, dout, v);
-                  Value alpha = e.mulf(p, e.subf(dp, delta));
+                  Value alpha = operand(body, e.mulf(p, e.subf(dp, delta)));
                   SmallVector<Value> next;
                   for (int64_t d = 0; d < hd; ++d)
                     next.push_back(e.addf(carried[d], e.mulf(alpha, k[d])));
@@ -882,8 +916,8 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
             Value g = arith::RemUIOp::create(body.b, bg, e.cIndex(kvHeads));
             Value b = arith::DivUIOp::create(body.b, bg, e.cIndex(kvHeads));
             Value kv = keyAt(body, b, j, g);
-            SmallVector<Value> k = vector(body, body.arg(1), kv);
-            SmallVector<Value> v = vector(body, body.arg(2), kv);
+            SmallVector<Value> k = operands(body, body.arg(1), kv);
+            SmallVector<Value> v = operands(body, body.arg(2), kv);
             SmallVector<Value> acc(2 * hd, e.cF32(0.0f)); // dk, dv
             for (int64_t member = 0; member < group; ++member) {
               Value h = e.addIndex(e.mulIndex(g, e.cIndex(group)),
@@ -891,22 +925,24 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
               acc = e.loop(
                   j, e.cIndex(seq), acc, [&](Value i, ValueRange carried) {
                     Value at = queryAt(body, b, i, h);
-                    SmallVector<Value> q = vector(body, body.arg(0), at);
-                    SmallVector<Value> dout = vector(body, body.arg(5), at);
+                    SmallVector<Value> q = operands(body, body.arg(0), at);
+                    SmallVector<Value> dout = operands(body, body.arg(5), at);
                     Value stat = statAt(body, b, h, i);
                     Value p = body.fastExp(
                         e.subf(e.mulf(dotInOrder(body, k, q),
                                       e.cF32(scaleValue)),
                                body.load(body.arg(4), stat)));
                     Value dp = dotInOrder(body, v, dout);
-                    Value alpha =
-                        e.mulf(p, e.subf(dp, body.load(body.arg(9), stat)));
+                    Value alpha = operand(
+                        body,
+                        e.mulf(p, e.subf(dp, body.load(body.arg(9), stat))));
+                    Value pOperand = operand(body, p);
                     SmallVector<Value> next;
                     for (int64_t d = 0; d < hd; ++d)
                       next.push_back(e.addf(carried[d], e.mulf(alpha, q[d])));
                     for (int64_t d = 0; d < hd; ++d)
-                      next.push_back(
-                          e.addf(carried[hd + d], e.mulf(p, dout[d])));
+                      next.push_back(e.addf(carried[hd + d],
+                                            e.mulf(pOperand, dout[d])));
                     return next;
                   });
             }

@@ -206,6 +206,10 @@ public:
   /// plus the kept lowest bit, shifted by 16 (carries give the next binade
   /// or Inf, as the general path does); NaN as the format's NaN code.
   Value encodeBF16NearestEven(Value x, const FormatConstants &format);
+  /// x (f32) rounded to BF16, nearest even, as an f32 value: the CPU's
+  /// numerics::decodeBF16(numerics::encodeBF16(x)) (a NaN gives the
+  /// canonical 0x7FC00000).
+  Value roundToBF16(Value x);
 
   //===--------------------------------------------------------------------===//
   // Shared exponents (runtime/numerics/BlockQuantize.cpp)

@@ -916,6 +916,20 @@ public:
     return d;
   }
 
+  /// BF16 values are TF32 values: one mma.sync, exact products.
+  SmallVector<Value> multiplyBF16Values(QuantizationEmitter &e,
+                                        ArrayRef<Value> a, ArrayRef<Value> b,
+                                        ArrayRef<Value> c) const override {
+    auto bits = [&](ArrayRef<Value> x) {
+      SmallVector<Value> result;
+      for (Value value : x)
+        result.push_back(e.bitcast(value, e.i32()));
+      return result;
+    };
+    return mmaSync(e, "llvm.nvvm.mma.m16n8k8.row.col.tf32", bits(a), bits(b),
+                   SmallVector<Value>(c));
+  }
+
 private:
   static Value group(QuantizationEmitter &e, Value lane) {
     return e.divIndex(lane, 4);

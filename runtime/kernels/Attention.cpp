@@ -21,6 +21,8 @@
 
 #include "runtime/kernels/LaunchArguments.h"
 #include "runtime/kernels/VectorMath.h"
+#include "runtime/numerics/BlockQuantize.h"
+#include "runtime/numerics/Formats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -101,6 +103,31 @@ void panelProduct(const float *weights, const float *panel, int64_t stride,
     axpy(weights[d], panel + d * stride, out, n);
 }
 
+/// x rounded to BF16 (nearest even), as an fp32 value.
+float bf16(float x) { return numerics::decodeBF16(numerics::encodeBF16(x)); }
+
+/// The products' view of an operand: itself, or (bf16 operands) a copy
+/// rounded to BF16, made in parallel.
+class ProductOperand {
+public:
+  ProductOperand(ThreadPool &pool, const float *x, int64_t count, bool bf16)
+      : view_(x) {
+    if (!bf16)
+      return;
+    copy_.reset(new float[std::max<int64_t>(1, count)]);
+    pool.parallelFor(0, count, 1 << 14, [&](int64_t begin, int64_t end) {
+      std::copy(x + begin, x + end, copy_.get() + begin);
+      numerics::roundTripBF16(copy_.get() + begin, end - begin);
+    });
+    view_ = copy_.get();
+  }
+  const float *get() const { return view_; }
+
+private:
+  std::unique_ptr<float[]> copy_;
+  const float *view_;
+};
+
 /// Scratch that lives across chunks on one thread.
 float *scratch(int which, int64_t size) {
   thread_local std::vector<float> buffers[4];
@@ -112,19 +139,26 @@ float *scratch(int which, int64_t size) {
 
 } // namespace
 
-void attentionForward(ThreadPool &pool, const float *q, const float *k,
-                      const float *v, float *out, float *lse,
+void attentionForward(ThreadPool &pool, const float *qIn, const float *kIn,
+                      const float *vIn, float *out, float *lse,
                       const AttentionShape &shape) {
   const Layout layout(shape);
   const int64_t hd = shape.headDim, seq = shape.seq;
   const int64_t kvStride = shape.kvHeads * hd;
+  const bool rounded = shape.bf16Operands;
+  const int64_t qSize = shape.batch * seq * shape.heads * hd;
+  const int64_t kvSize = shape.batch * seq * kvStride;
+  const ProductOperand qOp(pool, qIn, qSize, rounded),
+      kOp(pool, kIn, kvSize, rounded), vOp(pool, vIn, kvSize, rounded);
+  const float *q = qOp.get(), *k = kOp.get(), *v = vOp.get();
   std::unique_ptr<float[]> keysT = floats(shape.batch * kvStride * seq);
   transposeHeads(pool, k, keysT.get(), shape.batch, seq, shape.kvHeads, hd);
 
   const int64_t rows = shape.batch * shape.heads * seq;
   pool.parallelFor(0, rows, kRowGrain, [&](int64_t begin, int64_t end) {
     float *scores = scratch(0, seq);
-    float *acc = scratch(1, hd);
+    float *probabilities = scratch(1, seq);
+    float *acc = scratch(2, hd);
     for (int64_t r = begin; r < end; ++r) {
       const int64_t t = r % seq;
       const int64_t h = (r / seq) % shape.heads;
@@ -135,32 +169,48 @@ void attentionForward(ThreadPool &pool, const float *q, const float *k,
                    keysT.get() + layout.panel(b, g, shape.kvHeads), seq, hd,
                    scores, count);
       for (int64_t j = 0; j < count; ++j)
-        scores[j] *= layout.scale;
-      const float maximum = maxOf(scores, count);
-      expShifted(scores, maximum, scores, count);
-      const double sum = sumF64(scores, count);
+        probabilities[j] = scores[j] * layout.scale;
+      const float maximum = maxOf(probabilities, count);
+      expShifted(probabilities, maximum, probabilities, count);
+      const double sum = sumF64(probabilities, count);
+      const float rowLse = static_cast<float>(maximum + std::log(sum));
+      float inverse = static_cast<float>(1.0 / sum);
+      if (rounded) { // P as the backward recomputes it, rounded
+        for (int64_t j = 0; j < count; ++j)
+          probabilities[j] = bf16(fastExp(scores[j] * layout.scale - rowLse));
+        inverse = 1.0f;
+      }
 
       const float *values = v + layout.keyValue(b, 0, g);
       std::fill(acc, acc + hd, 0.0f);
       for (int64_t j = 0; j < count; ++j)
-        axpy(scores[j], values + j * kvStride, acc, hd);
-      const float inverse = static_cast<float>(1.0 / sum);
+        axpy(probabilities[j], values + j * kvStride, acc, hd);
       float *oi = out + layout.query(b, t, h);
       for (int64_t d = 0; d < hd; ++d)
         oi[d] = acc[d] * inverse;
-      lse[layout.row(b, h, t)] = static_cast<float>(maximum + std::log(sum));
+      lse[layout.row(b, h, t)] = rowLse;
     }
   });
 }
 
-void attentionBackward(ThreadPool &pool, const float *q, const float *k,
-                       const float *v, const float *out, const float *lse,
-                       const float *dout, float *dq, float *dk, float *dv,
+void attentionBackward(ThreadPool &pool, const float *qIn, const float *kIn,
+                       const float *vIn, const float *out, const float *lse,
+                       const float *doutIn, float *dq, float *dk, float *dv,
                        float *delta, const AttentionShape &shape) {
   const Layout layout(shape);
   const int64_t hd = shape.headDim, seq = shape.seq;
   const int64_t kvStride = shape.kvHeads * hd;
   const int64_t qStride = shape.heads * hd;
+  const bool rounded = shape.bf16Operands;
+  const int64_t qSize = shape.batch * seq * qStride;
+  const int64_t kvSize = shape.batch * seq * kvStride;
+  const ProductOperand qOp(pool, qIn, qSize, rounded),
+      kOp(pool, kIn, kvSize, rounded), vOp(pool, vIn, kvSize, rounded),
+      doutOp(pool, doutIn, qSize, rounded);
+  const float *q = qOp.get(), *k = kOp.get(), *v = vOp.get(),
+              *dout = doutOp.get();
+  // A product's operand (P, dS): itself, or rounded to BF16.
+  auto operand = [rounded](float x) { return rounded ? bf16(x) : x; };
   std::unique_ptr<float[]> keysT = floats(shape.batch * kvStride * seq);
   std::unique_ptr<float[]> valuesT = floats(shape.batch * kvStride * seq);
   std::unique_ptr<float[]> queriesT = floats(shape.batch * qStride * seq);
@@ -184,7 +234,8 @@ void attentionBackward(ThreadPool &pool, const float *q, const float *k,
       const int64_t g = h / layout.group;
       const int64_t count = i + 1;
       const float *doi = dout + layout.query(b, i, h);
-      const float rowDelta = dot(doi, out + layout.query(b, i, h), hd);
+      const float rowDelta =
+          dot(doutIn + layout.query(b, i, h), out + layout.query(b, i, h), hd);
       const float rowLse = lse[layout.row(b, h, i)];
       delta[layout.row(b, h, i)] = rowDelta;
 
@@ -199,7 +250,8 @@ void attentionBackward(ThreadPool &pool, const float *q, const float *k,
       const float *keys = k + layout.keyValue(b, 0, g);
       std::fill(acc, acc + hd, 0.0f);
       for (int64_t j = 0; j < count; ++j)
-        axpy(p[j] * (dp[j] - rowDelta), keys + j * kvStride, acc, hd);
+        axpy(operand(p[j] * (dp[j] - rowDelta)), keys + j * kvStride, acc,
+             hd);
       float *dqi = dq + layout.query(b, i, h);
       for (int64_t d = 0; d < hd; ++d)
         dqi[d] = acc[d] * layout.scale;
@@ -239,8 +291,9 @@ void attentionBackward(ThreadPool &pool, const float *q, const float *k,
         const float *queries = q + layout.query(b, j, h);
         const float *douts = dout + layout.query(b, j, h);
         for (int64_t n = 0; n < count; ++n) {
-          axpy(p[n], douts + n * qStride, dvAcc, hd);
-          axpy(p[n] * (dp[n] - rowDelta[n]), queries + n * qStride, dkAcc, hd);
+          axpy(operand(p[n]), douts + n * qStride, dvAcc, hd);
+          axpy(operand(p[n] * (dp[n] - rowDelta[n])), queries + n * qStride,
+               dkAcc, hd);
         }
       }
       float *dkj = dk + layout.keyValue(b, j, g);
@@ -255,7 +308,7 @@ void attentionBackward(ThreadPool &pool, const float *q, const float *k,
 
 namespace {
 
-/// Reads and checks the five shape scalars.
+/// Reads and checks the shape scalars and the operands' flag.
 AttentionShape readShape(LaunchArguments &args) {
   AttentionShape shape;
   shape.batch = args.size(0);
@@ -263,6 +316,7 @@ AttentionShape readShape(LaunchArguments &args) {
   shape.heads = args.size(2, 1);
   shape.kvHeads = args.size(3, 1);
   shape.headDim = args.size(4, 1);
+  shape.bf16Operands = args.flag(5);
   args.require(shape.heads % shape.kvHeads == 0,
                "'heads' (" + std::to_string(shape.heads) +
                    ") must be a multiple of 'kv_heads' (" +
@@ -316,7 +370,8 @@ io::Status launchBackward(const CpuKernelContext &context,
 
 io::Status addAttentionKernels(backend::CpuKernelTable &table) {
   const std::vector<backend::ScalarParam> scalars = {
-      i64("batch"), i64("seq"), i64("heads"), i64("kv_heads"), i64("head_dim")};
+      i64("batch"), i64("seq"), i64("heads"), i64("kv_heads"), i64("head_dim"),
+      i64("bf16_operands")};
   if (io::Status status = table.add(
           {"attention.forward",
            {inF32("q"), inF32("k"), inF32("v"), outF32("out"), outF32("lse")},

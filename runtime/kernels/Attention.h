@@ -25,7 +25,6 @@
 //              in f32 v [batch, seq, kv_heads * head_dim],
 //              out f32 out [batch, seq, heads * head_dim],
 //              out f32 lse [batch, heads, seq]
-//     scalars: i64 batch, i64 seq, i64 heads, i64 kv_heads, i64 head_dim
 //   attention.backward
 //     buffers: in f32 q, in f32 k, in f32 v, in f32 out, in f32 lse,
 //              in f32 dout [batch, seq, heads * head_dim],
@@ -33,9 +32,22 @@
 //              out f32 dk [batch, seq, kv_heads * head_dim],
 //              out f32 dv [batch, seq, kv_heads * head_dim],
 //              out f32 delta [batch, heads, seq]
-//     scalars: i64 batch, i64 seq, i64 heads, i64 kv_heads, i64 head_dim
+//   scalars (both): i64 batch, i64 seq, i64 heads, i64 kv_heads,
+//              i64 head_dim, i64 bf16_operands
 //
 // heads must be a multiple of kv_heads. No buffer may alias another.
+//
+// bf16_operands (0 or 1; the policy's `attention = bf16`) picks what the
+// products see — as PyTorch's BF16 flash attention does, but with one
+// definition for every target:
+//   0  the fp32 values as they are (fp32 products, fp32 accumulation);
+//   1  every operand of every product rounded to BF16 (nearest even), fp32
+//      accumulation of the (exact) products: q, k, v and dout as read;
+//      P_ij = exp(s_ij - lse_i) rounded, in the forward (out = sum_j
+//      P_ij v_j, lse from the unrounded scores) and the backward alike, so
+//      both see the same P whatever a target's tiling; dS_ij = P_ij (dP_ij -
+//      delta_i) from the unrounded P, rounded. delta = dout . out from the
+//      fp32 values in both modes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,6 +68,8 @@ struct AttentionShape {
   int64_t heads = 0;
   int64_t kvHeads = 0;
   int64_t headDim = 0;
+  /// Every product's operands rounded to BF16 (see above).
+  bool bf16Operands = false;
 };
 
 /// out and lse from q, k, v.

@@ -109,6 +109,11 @@ Trainer::checkKernels(const schedule::Schedule &reference,
     check.kernel = launch.kernel;
     check.origin = launch.origin;
     const backend::KernelSignature *signature = (*cpu)->signature(*kernel);
+    for (size_t s = 0; signature && s < signature->scalars.size() &&
+                       s < scalars.size();
+         ++s)
+      if (signature->scalars[s].name == "bf16_operands")
+        check.roundsOperands = scalars[s].asInt() == 1;
     for (size_t a = 0; ran && signature && a < launch.buffers.size(); ++a) {
       const backend::BufferParam &param =
           signature->buffers[std::min(a, signature->buffers.size() - 1)];
@@ -137,6 +142,13 @@ Trainer::checkKernels(const schedule::Schedule &reference,
           worst = std::isnan(difference) ? INFINITY : difference;
       }
       double error = largest > 0 ? worst / largest : worst;
+      for (size_t i = 0; i < count; ++i) {
+        float x, y;
+        std::memcpy(&x, host.data() + 4 * i, 4);
+        std::memcpy(&y, gpu.data() + 4 * i, 4);
+        const double difference = std::fabs(static_cast<double>(x) - y);
+        check.beyond += !(difference <= kKernelCheckTolerance * largest);
+      }
       check.differing += differing;
       check.elements += static_cast<int64_t>(count);
       if (error >= check.error) {
@@ -189,4 +201,11 @@ io::Expected<std::vector<double>> Trainer::profileStep() {
     return ran.error();
   ++step_;
   return seconds;
+}
+
+bool tetra::trainer::KernelCheck::passed() const {
+  if (error <= kKernelCheckTolerance)
+    return true;
+  return roundsOperands && error <= kRoundedOperandTolerance &&
+         beyond * 1000 <= elements;
 }

@@ -96,7 +96,22 @@ struct KernelCheck {
   /// max |gpu - cpu| / max |cpu| over that output (0: every bit equal).
   double error = 0;
   int64_t differing = 0, elements = 0; ///< Over all its outputs.
+  /// Elements beyond kKernelCheckTolerance (relative to their output's
+  /// largest), over all outputs.
+  int64_t beyond = 0;
+  /// The launch rounds its products' operands to BF16 (a scalar
+  /// `bf16_operands` = 1): two targets' fp32 values a last bit apart may
+  /// round to neighbouring BF16 values, so a few elements may move by up
+  /// to kRoundedOperandTolerance.
+  bool roundsOperands = false;
+
+  /// Within kKernelCheckTolerance everywhere, or (roundsOperands) beyond
+  /// it for at most one element in 1000 and never beyond
+  /// kRoundedOperandTolerance.
+  bool passed() const;
 };
+constexpr double kKernelCheckTolerance = 1e-5;
+constexpr double kRoundedOperandTolerance = 1e-2;
 
 class Trainer {
 public:

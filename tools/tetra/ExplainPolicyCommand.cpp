@@ -399,6 +399,12 @@ void printTable(const ResolvedPolicy &policy, const ModelGraph &model,
   if (group)
     os << "; rows that differ only in a layer index are grouped (--all "
           "lists every linear)";
+  os << "\nattention: " << policy.attention << " operands";
+  if (policy.attentionOrigin.isBuiltIn())
+    os << " (built-in)";
+  else
+    os << " (" << fileLine(sourceMgr, policy.attentionOrigin.loc) << "  "
+       << policy.attentionOrigin.setting << ")";
   os << "\n\n";
 
   for (const auto &line : table) {
@@ -486,6 +492,7 @@ void printJson(const ResolvedPolicy &policy, const ModelGraph &model,
         json.value(file);
     });
     json.attribute("model", model.name);
+    field("attention", policy.attention, policy.attentionOrigin);
     json.attributeArray("linears", [&] {
       for (const LinearPolicy *linear : linears)
         json.object([&] {

@@ -442,7 +442,7 @@ TEST_F(PolicyTest, SyntaxErrorsRecover) {
   expect("5:11", "expected a format");
   expect("7:1", "expected '}' before 'rule'");
   expect("8:14", "invalid pattern \"layers.{0..1\": unclosed '{' in pattern");
-  expect("9:1", "expected 'default' or 'rule', got 'blah'");
+  expect("9:1", "expected 'default', 'rule' or 'attention', got 'blah'");
 }
 
 TEST_F(PolicyTest, HeaderErrors) {

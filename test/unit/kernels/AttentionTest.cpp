@@ -2,6 +2,7 @@
 
 #include "runtime/kernels/Attention.h"
 #include "runtime/kernels/reference/Attention.h"
+#include "runtime/numerics/BlockQuantize.h"
 
 #include "KernelTestUtils.h"
 
@@ -18,7 +19,7 @@ const AttentionShape kShapes[] = {
 };
 
 reference::AttentionShape toReference(const AttentionShape &s) {
-  return {s.batch, s.seq, s.heads, s.kvHeads, s.headDim};
+  return {s.batch, s.seq, s.heads, s.kvHeads, s.headDim, s.bf16Operands};
 }
 
 int64_t querySize(const AttentionShape &s) {
@@ -188,4 +189,105 @@ TEST(AttentionTest, IsDeterministic) {
     return all;
   };
   EXPECT_TRUE(sameBits(run(serialPool()), run(testPool())));
+}
+
+//===----------------------------------------------------------------------===//
+// BF16 operands (the policy's `attention = bf16`)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Forward and backward of `s` on `in` and dout.
+struct Results {
+  std::vector<float> out, lse, dq, dk, dv;
+};
+Results runBoth(const AttentionShape &s, const Inputs &in,
+                const std::vector<float> &dout) {
+  Results r{std::vector<float>(querySize(s)), std::vector<float>(rowCount(s)),
+            std::vector<float>(querySize(s)), std::vector<float>(kvSize(s)),
+            std::vector<float>(kvSize(s))};
+  std::vector<float> delta(rowCount(s));
+  attentionForward(testPool(), in.q.data(), in.k.data(), in.v.data(),
+                   r.out.data(), r.lse.data(), s);
+  attentionBackward(testPool(), in.q.data(), in.k.data(), in.v.data(),
+                    r.out.data(), r.lse.data(), dout.data(), r.dq.data(),
+                    r.dk.data(), r.dv.data(), delta.data(), s);
+  return r;
+}
+
+std::vector<float> roundedToBF16(std::vector<float> x) {
+  tetra::numerics::roundTripBF16(x.data(), static_cast<int64_t>(x.size()));
+  return x;
+}
+
+/// Close to the fp64 reference but for the rare P or dS that the kernel's
+/// fp32 value rounds to the other BF16 neighbour than the exact one (about
+/// one in 10^4): at most 1 % of the elements beyond `atol + rtol |e|`, none
+/// beyond 2^-6 of the largest.
+void expectMostlyClose(const std::vector<float> &actual,
+                       const std::vector<double> &expected, double rtol,
+                       double atol, const std::string &what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  double largest = 0.0;
+  for (double e : expected)
+    largest = std::max(largest, std::abs(e));
+  size_t beyond = 0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double error = std::abs(actual[i] - expected[i]);
+    beyond += error > atol + rtol * std::abs(expected[i]);
+    EXPECT_LE(error, largest / 64 + atol) << what << " element " << i;
+  }
+  EXPECT_LE(beyond, std::max<size_t>(1, actual.size() / 100)) << what;
+}
+
+} // namespace
+
+TEST(AttentionTest, BF16OperandsMatchReference) {
+  for (AttentionShape s : kShapes) {
+    s.bf16Operands = true;
+    const Inputs in = randomInputs(s, 11);
+    const std::vector<float> dout = randomFloats(querySize(s), 12);
+    const Results r = runBoth(s, in, dout);
+    const reference::AttentionShape rs = toReference(s);
+    std::vector<double> out(querySize(s)), lse(rowCount(s)),
+        dq(querySize(s)), dk(kvSize(s)), dv(kvSize(s));
+    reference::attentionForward(widen(in.q).data(), widen(in.k).data(),
+                                widen(in.v).data(), out.data(), lse.data(), rs);
+    reference::attentionBackward(widen(in.q).data(), widen(in.k).data(),
+                                 widen(in.v).data(), widen(dout).data(),
+                                 dq.data(), dk.data(), dv.data(), rs);
+    expectMostlyClose(r.out, out, 1e-5, 1e-6, "bf16 out " + name(s));
+    expectClose(r.lse, lse, 1e-6, 1e-6, "bf16 lse " + name(s));
+    expectMostlyClose(r.dq, dq, 1e-4, 2e-5, "bf16 dq " + name(s));
+    expectMostlyClose(r.dk, dk, 1e-4, 2e-5, "bf16 dk " + name(s));
+    expectMostlyClose(r.dv, dv, 1e-4, 2e-5, "bf16 dv " + name(s));
+  }
+}
+
+TEST(AttentionTest, BF16OperandsRoundEveryProductOperand) {
+  AttentionShape s{2, 33, 4, 2, 16};
+  const Inputs in = randomInputs(s, 13);
+  const std::vector<float> dout = randomFloats(querySize(s), 14);
+  const Inputs rounded{roundedToBF16(in.q), roundedToBF16(in.k),
+                       roundedToBF16(in.v)};
+  s.bf16Operands = true;
+  const Results bf16 = runBoth(s, in, dout);
+  // q, k and v are rounded as read: rounding them first changes nothing.
+  const Results preRounded = runBoth(s, rounded, dout);
+  EXPECT_TRUE(sameBits(bf16.out, preRounded.out));
+  EXPECT_TRUE(sameBits(bf16.lse, preRounded.lse));
+  EXPECT_TRUE(sameBits(bf16.dq, preRounded.dq));
+  EXPECT_TRUE(sameBits(bf16.dk, preRounded.dk));
+  EXPECT_TRUE(sameBits(bf16.dv, preRounded.dv));
+  // So is dout in its products: dV = sum P dout does not move (delta =
+  // dout . out reads dout as given, so dq and dk may).
+  const Results doutRounded = runBoth(s, in, roundedToBF16(dout));
+  EXPECT_TRUE(sameBits(bf16.dv, doutRounded.dv));
+  // P and dS are rounded too: on bf16 inputs the fp32 mode differs.
+  s.bf16Operands = false;
+  const Results fp32 = runBoth(s, rounded, roundedToBF16(dout));
+  EXPECT_TRUE(sameBits(bf16.lse, fp32.lse)); // lse: unrounded scores
+  EXPECT_FALSE(sameBits(bf16.out, fp32.out));
+  EXPECT_FALSE(sameBits(bf16.dv, fp32.dv));
+  EXPECT_FALSE(sameBits(bf16.dq, fp32.dq));
 }

@@ -38,10 +38,12 @@ const char *const kSignatures[] = {
     "rope.backward(in f32 dy, out f32 dx; i64 batch, i64 seq, i64 heads, i64 "
     "head_dim, f64 theta)",
     "attention.forward(in f32 q, in f32 k, in f32 v, out f32 out, out f32 lse; "
-    "i64 batch, i64 seq, i64 heads, i64 kv_heads, i64 head_dim)",
+    "i64 batch, i64 seq, i64 heads, i64 kv_heads, i64 head_dim, i64 "
+    "bf16_operands)",
     "attention.backward(in f32 q, in f32 k, in f32 v, in f32 out, in f32 lse, "
     "in f32 dout, out f32 dq, out f32 dk, out f32 dv, out f32 delta; i64 "
-    "batch, i64 seq, i64 heads, i64 kv_heads, i64 head_dim)",
+    "batch, i64 seq, i64 heads, i64 kv_heads, i64 head_dim, i64 "
+    "bf16_operands)",
     "silu.forward(in f32 x, out f32 y; i64 count)",
     "silu.backward(in f32 x, in f32 dy, out f32 dx; i64 count)",
     "add.forward(in f32 a, in f32 b, out f32 out; i64 count)",
@@ -80,7 +82,7 @@ struct Case {
 
 /// B 2, T 3, H 2, G 1, head_dim 4: q is 48 floats, k and v 24, rows 12.
 std::map<std::string, Case> validCases() {
-  const std::vector<Scalar> attention = {I(2), I(3), I(2), I(1), I(4)};
+  const std::vector<Scalar> attention = {I(2), I(3), I(2), I(1), I(4), I(0)};
   const std::vector<Scalar> rope = {I(2), I(3), I(2), I(4), F(10000.0)};
   return {
       {"embedding.forward", {{20, 3, 12}, {I(3), I(5), I(4)}}},
@@ -246,9 +248,12 @@ TEST_F(RegistryTest, BadAttributesAndDataAreErrors) {
   auto message = [](const tetra::io::Status &status) {
     return status ? std::string("success") : status.error().message();
   };
-  EXPECT_EQ(message(run("attention.forward", {I(2), I(3), I(3), I(2), I(4)})),
+  EXPECT_EQ(message(run("attention.forward", {I(2), I(3), I(3), I(2), I(4), I(0)})),
             "attention.forward: 'heads' (3) must be a multiple of 'kv_heads' "
             "(2)");
+  EXPECT_EQ(message(run("attention.backward",
+                        {I(2), I(3), I(2), I(1), I(4), I(2)})),
+            "attention.backward: 'bf16_operands' is 2, must be 0 or 1");
   EXPECT_EQ(message(run("rmsnorm.backward", {I(3), I(4), I(2)})),
             "rmsnorm.backward: 'accumulate' is 2, must be 0 or 1");
   EXPECT_EQ(message(run("matmul", {I(-3), I(5), I(4), I(0), I(1), I(1)})),
