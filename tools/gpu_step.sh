@@ -6,6 +6,8 @@
 #       models/runs/tiny_c4_h200.tetra models/policies/POLICY.tetra -o ...
 #   build/step-bundles/125m-POLICY.tbundle   tetra compile --target=sm_90a
 #       bench/train_125m_h200.tetra models/policies/POLICY.tetra -o ...
+#   build/step-bundles/check125m-POLICY.tbundle   tetra compile --target=sm_90a
+#       bench/check_125m_h200.tetra POLICY -o ...  (kernel checks at head_dim 64)
 #   build/peers/peers_h200.py                the peers (../shared/bench)
 #
 # For every tiny bundle: --check-kernels (each library kernel against the
@@ -42,6 +44,16 @@ for bundle in build/step-bundles/tiny-*.tbundle; do
     "$([[ $check == 0 ]] && echo pass || echo "$check")" \
     "$([[ $trained == 0 ]] && echo ok || echo FAIL)" \
     "$(tail -1 "$out/run-$policy.txt" | sed 's/; metrics.*//')")")
+done
+
+# The 125M model's head_dim (64) at a small shape (bench/check_125m_h200.tetra):
+# build/step-bundles/check125m-POLICY.tbundle, kernels checked only.
+for bundle in build/step-bundles/check125m-*.tbundle; do
+  [[ -d $bundle ]] || continue
+  policy=$(basename "$bundle" .tbundle); policy=${policy#check125m-}
+  timeout 180 $run "$bundle" --data data/c4/c4-train.sample.json.gz \
+    --tokenizer gpt2:data/tokenizers/gpt2 --check-kernels > "$out/check125m-$policy.txt" 2>&1
+  summary+=("check125m $policy: rc $? $(tail -1 "$out/check125m-$policy.txt")")
 done
 
 summary+=("$(elapsed) tiny runs done")

@@ -26,18 +26,55 @@ constexpr int64_t kPad = 4;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/// Whether the chip's accumulator tiles feed its next product from
+/// registers: P and dS then never pass through shared memory.
+bool inRegisters(const AttentionMatrixTile &tile) {
+  return !tile.accumulatorAsA().empty() && tile.tileN() == tile.tileK();
+}
+
+/// Whether the kernels stage BF16 pairs and multiply them with the chip's
+/// packed instruction: BF16 operands on a chip that has one.
+bool packed(const AttentionMatrixTile &tile, const AttentionGeometry &shape) {
+  return shape.bf16Operands && tile.packsBF16() && inRegisters(tile);
+}
+
+/// BF16 elements a packed row is padded by (16 bytes: rows stay aligned
+/// and lanes of a warp reading one column of pairs hit distinct banks).
+constexpr int64_t kPackedPad = 8;
+
+/// Bytes of shared memory a pass's block stages with packed BF16 tiles: an
+/// operand read as A, or as B with n over its rows, is [rows][columns]
+/// (`rows`); as B with n over its columns, [columns][rows] (`columns`).
+int64_t packedBytes(const AttentionGeometry &shape, AttentionPass pass,
+                    const AttentionTiling &t) {
+  const int64_t hd = shape.headDim;
+  auto rows = [&](int64_t r) { return 2 * r * (hd + kPackedPad); };
+  auto columns = [&](int64_t r) { return 2 * hd * (r + kPackedPad); };
+  switch (pass) {
+  case AttentionPass::Forward: // Q; K; V transposed
+    return rows(t.rows) + rows(t.inner) + columns(t.inner);
+  case AttentionPass::QueryGradients: // Q, dO; K both ways; V
+    return 2 * rows(t.rows) + 2 * rows(t.inner) + columns(t.inner);
+  case AttentionPass::KeyValueGradients: // K, V; Q, dO both ways; lse, delta
+    return 2 * rows(t.rows) + 2 * rows(t.inner) + 2 * columns(t.inner) +
+           2 * 4 * t.inner;
+  }
+  return 0;
+}
+
 /// Floats of shared memory a pass's block stages.
-int64_t sharedFloats(const AttentionGeometry &shape, AttentionPass pass,
+int64_t sharedFloats(const AttentionMatrixTile &tile,
+                     const AttentionGeometry &shape, AttentionPass pass,
                      const AttentionTiling &t) {
   const int64_t row = shape.headDim + kPad;
+  const int64_t scoreTile = inRegisters(tile) ? 0 : t.rows * (t.inner + kPad);
   switch (pass) {
   case AttentionPass::Forward: // Q; K, V; P
-    return t.rows * row + 2 * t.inner * row + t.rows * (t.inner + kPad);
+    return t.rows * row + 2 * t.inner * row + scoreTile;
   case AttentionPass::QueryGradients: // Q, dO; K, V; dS
-    return 2 * t.rows * row + 2 * t.inner * row + t.rows * (t.inner + kPad);
+    return 2 * t.rows * row + 2 * t.inner * row + scoreTile;
   case AttentionPass::KeyValueGradients: // K, V; Q, dO; P, dS; lse, delta
-    return 2 * t.rows * row + 2 * t.inner * row +
-           2 * t.rows * (t.inner + kPad) + 2 * t.inner;
+    return 2 * t.rows * row + 2 * t.inner * row + 2 * scoreTile + 2 * t.inner;
   }
   return 0;
 }
@@ -51,11 +88,16 @@ tetra::conversion::tileAttention(const AttentionMatrixTile &tile,
   if (shape.headDim % 16 != 0 || shape.headDim > 128 ||
       shape.headDim % tile.tileN() != 0 || shape.headDim % tile.tileK() != 0)
     return std::nullopt;
+  const bool packs = packed(tile, shape);
+  if (packs && shape.headDim % tile.packedK() != 0)
+    return std::nullopt;
   for (auto [rows, inner] : {std::pair<int64_t, int64_t>{64, 64}, {64, 32},
                              {32, 64}, {32, 32}, {32, 16}, {16, 32}, {16, 16}}) {
     AttentionTiling tiling{rows, inner};
+    const int64_t bytes = packs ? packedBytes(shape, pass, tiling)
+                                : 4 * sharedFloats(tile, shape, pass, tiling);
     if (inner % tile.tileN() == 0 && inner % tile.tileK() == 0 &&
-        4 * sharedFloats(shape, pass, tiling) <= tile.sharedBytes())
+        (!packs || inner % tile.packedK() == 0) && bytes <= tile.sharedBytes())
       return tiling;
   }
   return std::nullopt;
@@ -79,6 +121,17 @@ struct Staged {
   int64_t stride;
 };
 
+/// A tile read from memory (rows x columns, columns along head_dim),
+/// staged in the layouts its products read: fp32 rows, or BF16 (i16
+/// elements, pairs along k adjacent) as `rows` [rows][columns] — A, or B
+/// with n over the rows — and/or `columns` [columns][rows] — B with n over
+/// the columns.
+struct Operand {
+  Staged f32, rows, columns;
+};
+/// The layouts an operand is staged in (packed mode).
+enum Layout : unsigned { AsRows = 1, AsColumns = 2 };
+
 /// Accumulator tiles of a warp's 16 rows: [tile along n][value].
 using Tiles = SmallVector<SmallVector<Value>>;
 
@@ -89,6 +142,7 @@ public:
                  const AttentionGeometry &shape, const AttentionTiling &tiling)
       : body(body), e(body.e), tile(tile), shape(shape), tiling(tiling),
         hd(shape.headDim), group(shape.heads / shape.kvHeads),
+        packs(packed(tile, shape)),
         qStride(shape.heads * shape.headDim),
         kvStride(shape.kvHeads * shape.headDim),
         scale(1.0f / std::sqrt(static_cast<float>(shape.headDim))) {
@@ -102,6 +156,15 @@ public:
       bAt.push_back(tile.bAt(e, lane, r));
     for (int64_t r = 0; r < tile.cValues(); ++r)
       cAt.push_back(tile.cAt(e, lane, r));
+    if (inRegisters(tile))
+      for (int64_t r = 0; r < tile.bValues(); ++r)
+        bAfterC.push_back(tile.bAtAfterAccumulator(e, lane, r));
+    if (packs) {
+      for (int64_t w = 0; w < tile.packedAWords(); ++w)
+        aPacked.push_back(tile.packedAAt(e, lane, w));
+      for (int64_t w = 0; w < tile.packedBWords(); ++w)
+        bPacked.push_back(tile.packedBAt(e, lane, w));
+    }
   }
 
   void forward();
@@ -115,23 +178,23 @@ private:
   const AttentionMatrixTile &tile;
   const AttentionGeometry &shape;
   const AttentionTiling &tiling;
-  const int64_t hd, group, qStride, kvStride;
+  const int64_t hd, group;
+  const bool packs; ///< BF16 pairs staged, the chip's packed instruction.
+  const int64_t qStride, kvStride;
   const float scale;
   Value lane, warpRow;
-  SmallVector<std::pair<Value, Value>> aAt, bAt, cAt;
+  SmallVector<std::pair<Value, Value>> aAt, bAt, cAt, bAfterC, aPacked,
+      bPacked;
 
   Value threads() { return e.cIndex(tiling.warps() * tile.lanes()); }
   /// e^x as 2^(x log2 e) by the chip's instruction (its error, about
   /// 2^-22 of the result, is below the products'; the CPU's polynomial
   /// fastExp took 15 % more of the kernels' time on the H200).
   Value exp(Value x) {
-    return tile.exp2(e, e.mulf(x, e.cF32(1.44269504088896341f)));
+    return tile.exp2(e, e.mulf(x, e.cF32(kLog2e)));
   }
   Value minIndex(Value x, Value y) {
     return arith::MinUIOp::create(body.b, x, y);
-  }
-  Value ule(Value x, Value y) {
-    return arith::CmpIOp::create(body.b, CmpIPredicate::ule, x, y);
   }
   /// What a product sees of x: itself, or x rounded to BF16.
   Value operand(Value x) {
@@ -141,6 +204,104 @@ private:
   Staged stage(int64_t rows, int64_t columns) {
     return {body.sharedArray(rows * (columns + kPad), e.f32()),
             columns + kPad};
+  }
+  /// An operand tile of rows x head_dim, in `layouts` where packed.
+  Operand operand(int64_t rows, unsigned layouts = AsRows) {
+    Operand o;
+    if (!packs) {
+      o.f32 = stage(rows, hd);
+      return o;
+    }
+    if (layouts & AsRows)
+      o.rows = {body.sharedArray(rows * (hd + kPackedPad), e.b.getI16Type()),
+                hd + kPackedPad};
+    if (layouts & AsColumns)
+      o.columns = {body.sharedArray(hd * (rows + kPackedPad), e.b.getI16Type()),
+                   rows + kPackedPad};
+    return o;
+  }
+  /// The staging of a rows x inner tile of P or dS, where the chip takes
+  /// them through shared memory (none where it keeps them in registers).
+  Staged scoreStage() {
+    return inRegisters(tile) ? Staged{} : stage(tiling.rows, tiling.inner);
+  }
+
+  /// exp(x * scale - shift) as the chip's 2^(x (scale log2 e) - shift
+  /// log2 e), one fused multiply-add: `shift2` is shift log2 e (shifted()).
+  Value expScaled(Value x, Value shift2) {
+    return tile.exp2(e, e.fma(x, e.cF32(scale * kLog2e), e.negf(shift2)));
+  }
+  Value shifted(Value shift) { return e.mulf(shift, e.cF32(kLog2e)); }
+  static constexpr float kLog2e = 1.44269504088896341f;
+
+  /// Per row slot, the last visible key of the tile starting at keyFirst,
+  /// as a column of it (signed; below 0: none): min(position, seq - 1) -
+  /// keyFirst. Column c of the tile is visible iff c <= limit.
+  SmallVector<Value> visibleLimits(ArrayRef<Value> position, Value keyFirst) {
+    SmallVector<Value> limits;
+    for (Value p : position)
+      limits.push_back(arith::SubIOp::create(
+          body.b, minIndex(p, e.cIndex(shape.seq - 1)), keyFirst));
+    return limits;
+  }
+  /// The tile column of accumulator r of n-tile n.
+  Value columnOf(int64_t n, int64_t r) {
+    return e.addIndex(cAt[r].second, e.cIndex(n * tile.tileN()));
+  }
+  Value sle(Value x, Value y) {
+    return arith::CmpIOp::create(body.b, CmpIPredicate::sle, x, y);
+  }
+
+  /// acc += A B with A the warp's tiles of P or dS (tiles along k, as the
+  /// previous product left them): from registers where the chip can, else
+  /// stashed into `staging` (rounded in both cases in BF16 mode) after a
+  /// barrier-free store and a barrier.
+  void productOfTiles(Tiles &acc, const Tiles &a, Staged staging,
+                      const Operand &b, bool nMajor) {
+    if (!inRegisters(tile)) {
+      stash(a, staging);
+      body.barrier();
+      product(acc, Operand{staging, {}, {}}, tiling.inner, b, nMajor);
+      return;
+    }
+    if (packs) { // FlashAttention-2's: two accumulator tiles a k-slab
+      Staged bm = nMajor ? b.rows : b.columns;
+      const int64_t tilesPerSlab = tile.packedK() / tile.tileN();
+      for (int64_t slab = 0;
+           slab < static_cast<int64_t>(a.size()) / tilesPerSlab; ++slab) {
+        SmallVector<Value> av;
+        for (int64_t w = 0; w < tile.packedAWords(); ++w) {
+          auto [t, low, high] = tile.packedAFromAccumulators(w);
+          const SmallVector<Value> &from = a[slab * tilesPerSlab + t];
+          av.push_back(pack(from[low], from[high]));
+        }
+        for (auto [n, accumulators] : llvm::enumerate(acc))
+          accumulators = tile.multiplyPacked(
+              e, av,
+              packedB(bm, slab * tile.packedK(), static_cast<int64_t>(n)),
+              accumulators);
+      }
+      return;
+    }
+    SmallVector<int64_t> fromC = tile.accumulatorAsA();
+    for (auto [j, slab] : llvm::enumerate(a)) {
+      const int64_t k0 = static_cast<int64_t>(j) * tile.tileK();
+      SmallVector<Value> av;
+      for (int64_t c : fromC)
+        av.push_back(operand(slab[c]));
+      for (auto [n, accumulators] : llvm::enumerate(acc)) {
+        SmallVector<Value> bv;
+        for (auto [kk, nn] : bAfterC)
+          bv.push_back(bValue(b.f32, nMajor, e.addIndex(kk, e.cIndex(k0)),
+                              e.addIndex(nn, e.cIndex(n * tile.tileN()))));
+        accumulators = multiplyValues(av, bv, accumulators);
+      }
+    }
+  }
+  SmallVector<Value> multiplyValues(ArrayRef<Value> a, ArrayRef<Value> b,
+                                    ArrayRef<Value> c) {
+    return shape.bf16Operands ? tile.multiplyBF16Values(e, a, b, c)
+                              : tile.multiply(e, a, b, c);
   }
 
   /// A thread's 16-byte pieces of a rows x head_dim tile: piece k is
@@ -184,16 +345,40 @@ private:
     return pieces;
   }
 
-  /// Stores fetched pieces into the staged tile.
-  void put(Staged to, ArrayRef<Value> pieces, int64_t rows) {
+  /// Stores fetched pieces into the staged tile, in each of its layouts.
+  void put(const Operand &to, ArrayRef<Value> pieces, int64_t rows) {
     const int64_t threads = tiling.warps() * tile.lanes();
     for (auto [k, values] : llvm::enumerate(pieces)) {
       auto [row, column] = piece(rows, static_cast<int64_t>(k));
-      Value at = e.addIndex(e.mulIndex(row, e.cIndex(to.stride)), column);
+      Value quad = values;
       auto store = [&] {
-        for (int64_t c = 0; c < 4; ++c)
-          body.store(operand(vector::ExtractOp::create(body.b, values, c)),
-                     to.memory, e.addIndex(at, e.cIndex(c)));
+        if (to.f32.memory) {
+          Value at =
+              e.addIndex(e.mulIndex(row, e.cIndex(to.f32.stride)), column);
+          for (int64_t c = 0; c < 4; ++c)
+            body.store(operand(vector::ExtractOp::create(body.b, quad, c)),
+                       to.f32.memory, e.addIndex(at, e.cIndex(c)));
+          return;
+        }
+        // BF16, nearest even (cvt.rn.bf16x2 on sm_90a), as i16 bits.
+        Value halves = vector::BitCastOp::create(
+            body.b, VectorType::get({4}, e.b.getI16Type()),
+            arith::TruncFOp::create(
+                body.b, VectorType::get({4}, e.b.getBF16Type()), quad)
+                .getResult());
+        if (to.rows.memory)
+          vector::StoreOp::create(
+              body.b, halves, to.rows.memory,
+              ValueRange{e.addIndex(e.mulIndex(row, e.cIndex(to.rows.stride)),
+                                    column)},
+              /*nontemporal=*/false, llvm::MaybeAlign(8));
+        if (to.columns.memory)
+          for (int64_t c = 0; c < 4; ++c)
+            body.store(vector::ExtractOp::create(body.b, halves, c),
+                       to.columns.memory,
+                       e.addIndex(e.mulIndex(e.addIndex(column, e.cIndex(c)),
+                                             e.cIndex(to.columns.stride)),
+                                  row));
       };
       const int64_t next = static_cast<int64_t>(k + 1) * threads;
       if (next <= quads(rows))
@@ -206,8 +391,8 @@ private:
     }
   }
 
-  void load(Staged to, Value x, Value b, Value head, Value first, int64_t rows,
-            int64_t stride) {
+  void load(const Operand &to, Value x, Value b, Value head, Value first,
+            int64_t rows, int64_t stride) {
     put(to, fetch(x, b, head, first, rows, stride), rows);
   }
 
@@ -230,30 +415,84 @@ private:
   }
 
   /// acc (the warp's 16 rows x n columns) += A[warp's rows][0..k) B, B's
-  /// element (kk, nn) at nn * stride + kk (nMajor) or kk * stride + nn.
-  void product(Tiles &acc, Staged a, int64_t k, Staged bm, bool nMajor) {
+  /// element (kk, nn) that of b at (nn, kk) (nMajor) or (kk, nn).
+  void product(Tiles &acc, const Operand &a, int64_t k, const Operand &b,
+               bool nMajor) {
+    if (packs)
+      return productPacked(acc, a.rows, k, nMajor ? b.rows : b.columns);
     for (int64_t k0 = 0; k0 < k; k0 += tile.tileK()) {
       SmallVector<Value> av;
       for (auto [row, kk] : aAt)
         av.push_back(body.load(
-            a.memory,
-            e.addIndex(e.mulIndex(e.addIndex(warpRow, row), e.cIndex(a.stride)),
-                       e.addIndex(kk, e.cIndex(k0)))));
+            a.f32.memory,
+            e.addIndex(
+                e.mulIndex(e.addIndex(warpRow, row), e.cIndex(a.f32.stride)),
+                e.addIndex(kk, e.cIndex(k0)))));
       for (auto [n, accumulators] : llvm::enumerate(acc)) {
         SmallVector<Value> bv;
-        for (auto [kk, nn] : bAt) {
-          Value along = e.addIndex(kk, e.cIndex(k0));
-          Value across = e.addIndex(nn, e.cIndex(n * tile.tileN()));
-          bv.push_back(body.load(
-              bm.memory,
-              nMajor ? e.addIndex(e.mulIndex(across, e.cIndex(bm.stride)), along)
-                     : e.addIndex(e.mulIndex(along, e.cIndex(bm.stride)),
-                                  across)));
-        }
-        accumulators = shape.bf16Operands
-                           ? tile.multiplyBF16Values(e, av, bv, accumulators)
-                           : tile.multiply(e, av, bv, accumulators);
+        for (auto [kk, nn] : bAt)
+          bv.push_back(bValue(b.f32, nMajor, e.addIndex(kk, e.cIndex(k0)),
+                              e.addIndex(nn, e.cIndex(n * tile.tileN()))));
+        accumulators = multiplyValues(av, bv, accumulators);
       }
+    }
+  }
+  /// B's fp32 element (k = along, n = across) of `bm`.
+  Value bValue(Staged bm, bool nMajor, Value along, Value across) {
+    return body.load(bm.memory,
+                     nMajor
+                         ? e.addIndex(e.mulIndex(across, e.cIndex(bm.stride)),
+                                      along)
+                         : e.addIndex(e.mulIndex(along, e.cIndex(bm.stride)),
+                                      across));
+  }
+
+  /// The 32-bit word of BF16 pairs at element `at` (even) of an i16 tile.
+  Value word(Value memory, Value at) {
+    Value pair = vector::LoadOp::create(
+        body.b, VectorType::get({2}, e.b.getI16Type()), memory, ValueRange{at},
+        /*nontemporal=*/false, llvm::MaybeAlign(4));
+    return vector::ExtractOp::create(
+        body.b,
+        vector::BitCastOp::create(body.b, VectorType::get({1}, e.i32()), pair),
+        0);
+  }
+  /// Two fp32 values as one word of BF16 (nearest even), x in the low half.
+  Value pack(Value x, Value y) {
+    Value pair = vector::FromElementsOp::create(
+        body.b, VectorType::get({2}, e.f32()), ValueRange{x, y});
+    Value halves = arith::TruncFOp::create(
+        body.b, VectorType::get({2}, e.b.getBF16Type()), pair);
+    return vector::ExtractOp::create(
+        body.b,
+        vector::BitCastOp::create(body.b, VectorType::get({1}, e.i32()),
+                                  halves),
+        0);
+  }
+  /// B's words of k-slab k0 and n-tile n from `bm` ([n][k] BF16).
+  SmallVector<Value> packedB(Staged bm, int64_t k0, int64_t n) {
+    SmallVector<Value> bv;
+    for (auto [kk, nn] : bPacked)
+      bv.push_back(word(
+          bm.memory,
+          e.addIndex(e.mulIndex(e.addIndex(nn, e.cIndex(n * tile.tileN())),
+                                e.cIndex(bm.stride)),
+                     e.addIndex(kk, e.cIndex(k0)))));
+    return bv;
+  }
+  /// product() on BF16 pairs: A [rows][k], B [n][k].
+  void productPacked(Tiles &acc, Staged a, int64_t k, Staged bm) {
+    for (int64_t k0 = 0; k0 < k; k0 += tile.packedK()) {
+      SmallVector<Value> av;
+      for (auto [row, kk] : aPacked)
+        av.push_back(word(
+            a.memory,
+            e.addIndex(
+                e.mulIndex(e.addIndex(warpRow, row), e.cIndex(a.stride)),
+                e.addIndex(kk, e.cIndex(k0)))));
+      for (auto [n, accumulators] : llvm::enumerate(acc))
+        accumulators = tile.multiplyPacked(
+            e, av, packedB(bm, k0, static_cast<int64_t>(n)), accumulators);
     }
   }
 
@@ -336,6 +575,54 @@ private:
     return next;
   }
 
+  /// The tile's scores S = Q K^T (unscaled), -inf where masked: keys past
+  /// a row's position or the sequence.
+  Tiles maskedScores(const Operand &queries, const Operand &keys,
+                     Value keyFirst, ArrayRef<Value> position) {
+    Tiles scores = zeros(tiling.inner);
+    product(scores, queries, hd, keys, /*nMajor=*/true);
+    SmallVector<Value> limit = visibleLimits(position, keyFirst);
+    for (auto [n, t] : llvm::enumerate(scores))
+      for (int64_t r = 0; r < tile.cValues(); ++r)
+        t[r] = e.select(sle(columnOf(n, r), limit[tile.rowSlot(r)]), t[r],
+                        e.cF32(-INFINITY));
+    return scores;
+  }
+
+  /// One key tile of the online softmax: from the running (scaled) maximum
+  /// and sum of each row slot, their values after `scores` (masked,
+  /// unscaled), the factor the earlier sum and outputs take, and scores
+  /// replaced by exp(s scale - maximum).
+  struct Online {
+    SmallVector<Value> maximum, sum, rescale;
+  };
+  Online online(Tiles &scores, ArrayRef<Value> maximum, ArrayRef<Value> sum) {
+    auto larger = [&](Value x, Value y) {
+      return e.select(e.cmpf(CmpFPredicate::OGT, x, y), x, y);
+    };
+    // max(s) scale = max(s scale): rounding is monotonic and scale > 0.
+    SmallVector<Value> tileMaximum =
+        rowCombine(scores, e.cF32(-INFINITY), larger);
+    const int64_t slots = tile.rowSlots();
+    Online next{SmallVector<Value>(slots), SmallVector<Value>(slots),
+                SmallVector<Value>(slots)};
+    SmallVector<Value> shift(slots);
+    for (int64_t s = 0; s < slots; ++s) {
+      next.maximum[s] =
+          larger(maximum[s], e.mulf(tileMaximum[s], e.cF32(scale)));
+      next.rescale[s] = exp(e.subf(maximum[s], next.maximum[s]));
+      shift[s] = shifted(next.maximum[s]);
+    }
+    for (SmallVector<Value> &t : scores)
+      for (int64_t r = 0; r < tile.cValues(); ++r)
+        t[r] = expScaled(t[r], shift[tile.rowSlot(r)]);
+    SmallVector<Value> tileSum = rowCombine(
+        scores, e.cF32(0.0f), [&](Value x, Value y) { return e.addf(x, y); });
+    for (int64_t s = 0; s < slots; ++s)
+      next.sum[s] = e.addf(e.mulf(sum[s], next.rescale[s]), tileSum[s]);
+    return next;
+  }
+
   static SmallVector<Value> flatten(const Tiles &tiles) {
     SmallVector<Value> values;
     for (const SmallVector<Value> &t : tiles)
@@ -362,8 +649,9 @@ void TiledAttention::forward() {
   const int64_t rows = tiling.rows, inner = tiling.inner;
   const QueryBlock q = queryBlock();
   Value first = q.first, b = q.b, h = q.h;
-  Staged queries = stage(rows, hd), keys = stage(inner, hd),
-         values = stage(inner, hd), probabilities = stage(rows, inner);
+  Operand queries = operand(rows), keys = operand(inner),
+          values = operand(inner, AsColumns);
+  Staged probabilities = scoreStage();
   load(queries, body.arg(0), b, h, first, rows, qStride);
   SmallVector<Value> position = rowPositions(first);
   Value keyTiles = causalKeyTiles(first);
@@ -391,43 +679,15 @@ void TiledAttention::forward() {
         SmallVector<Value> prefetched =
             fetchKeysValues(q, e.addIndex(keyFirst, e.cIndex(inner)));
 
-        Tiles scores = zeros(inner);
-        product(scores, queries, hd, keys, /*nMajor=*/true);
-        for (auto [n, t] : llvm::enumerate(scores))
-          for (int64_t r = 0; r < tile.cValues(); ++r) {
-            Value key = e.addIndex(
-                keyFirst, e.addIndex(cAt[r].second, e.cIndex(n * tile.tileN())));
-            Value visible = e.bitAnd(ule(key, position[tile.rowSlot(r)]),
-                                     body.ult(key, e.cIndex(shape.seq)));
-            t[r] = e.select(visible, e.mulf(t[r], e.cF32(scale)),
-                            e.cF32(-INFINITY));
-          }
-        auto larger = [&](Value x, Value y) {
-          return e.select(e.cmpf(CmpFPredicate::OGT, x, y), x, y);
-        };
-        SmallVector<Value> tileMaximum =
-            rowCombine(scores, e.cF32(-INFINITY), larger);
-        SmallVector<Value> next(slots), rescale(slots);
-        for (int64_t s = 0; s < slots; ++s) {
-          next[s] = larger(maximum[s], tileMaximum[s]);
-          rescale[s] = exp(e.subf(maximum[s], next[s]));
-        }
-        for (SmallVector<Value> &t : scores)
-          for (int64_t r = 0; r < tile.cValues(); ++r)
-            t[r] = exp(e.subf(t[r], next[tile.rowSlot(r)]));
-        SmallVector<Value> tileSum = rowCombine(
-            scores, e.cF32(0.0f), [&](Value x, Value y) { return e.addf(x, y); });
-        for (int64_t s = 0; s < slots; ++s)
-          sum[s] = e.addf(e.mulf(sum[s], rescale[s]), tileSum[s]);
+        Tiles scores = maskedScores(queries, keys, keyFirst, position);
+        Online next = online(scores, maximum, sum);
         for (SmallVector<Value> &t : out)
           for (int64_t r = 0; r < tile.cValues(); ++r)
-            t[r] = e.mulf(t[r], rescale[tile.rowSlot(r)]);
-        stash(scores, probabilities);
-        body.barrier();
-        product(out, probabilities, inner, values, /*nMajor=*/false);
+            t[r] = e.mulf(t[r], next.rescale[tile.rowSlot(r)]);
+        productOfTiles(out, scores, probabilities, values, /*nMajor=*/false);
         SmallVector<Value> yielded = flatten(out);
-        yielded.append(next.begin(), next.end());
-        yielded.append(sum.begin(), sum.end());
+        yielded.append(next.maximum.begin(), next.maximum.end());
+        yielded.append(next.sum.begin(), next.sum.end());
         yielded.append(prefetched);
         return yielded;
       });
@@ -458,8 +718,9 @@ void TiledAttention::forwardRoundedProbabilities() {
   const int64_t rows = tiling.rows, inner = tiling.inner;
   const QueryBlock q = queryBlock();
   Value first = q.first, b = q.b, h = q.h;
-  Staged queries = stage(rows, hd), keys = stage(inner, hd),
-         values = stage(inner, hd), probabilities = stage(rows, inner);
+  Operand queries = operand(rows), keys = operand(inner),
+          values = operand(inner, AsColumns);
+  Staged probabilities = scoreStage();
   load(queries, body.arg(0), b, h, first, rows, qStride);
   SmallVector<Value> position = rowPositions(first);
   Value keyTiles = causalKeyTiles(first);
@@ -468,25 +729,6 @@ void TiledAttention::forwardRoundedProbabilities() {
   auto fetchKeys = [&](Value keyFirst) {
     return fetch(body.arg(1), q.b, q.g, keyFirst, inner, kvStride);
   };
-  // The tile's scaled scores, -inf where masked.
-  auto scaledScores = [&](Value keyFirst) {
-    Tiles scores = zeros(inner);
-    product(scores, queries, hd, keys, /*nMajor=*/true);
-    for (auto [n, t] : llvm::enumerate(scores))
-      for (int64_t r = 0; r < tile.cValues(); ++r) {
-        Value key = e.addIndex(
-            keyFirst, e.addIndex(cAt[r].second, e.cIndex(n * tile.tileN())));
-        Value visible = e.bitAnd(ule(key, position[tile.rowSlot(r)]),
-                                 body.ult(key, e.cIndex(shape.seq)));
-        t[r] = e.select(visible, e.mulf(t[r], e.cF32(scale)),
-                        e.cF32(-INFINITY));
-      }
-    return scores;
-  };
-  auto larger = [&](Value x, Value y) {
-    return e.select(e.cmpf(CmpFPredicate::OGT, x, y), x, y);
-  };
-
   // Sweep 1: the running maximum and sum, carried with the next K pieces.
   SmallVector<Value> init(slots, e.cF32(-INFINITY));
   init.append(slots, e.cF32(0.0f));
@@ -501,29 +743,19 @@ void TiledAttention::forwardRoundedProbabilities() {
         body.barrier();
         SmallVector<Value> prefetched =
             fetchKeys(e.addIndex(keyFirst, e.cIndex(inner)));
-        Tiles scores = scaledScores(keyFirst);
-        SmallVector<Value> tileMaximum =
-            rowCombine(scores, e.cF32(-INFINITY), larger);
-        SmallVector<Value> next(slots), rescale(slots);
-        for (int64_t s = 0; s < slots; ++s) {
-          next[s] = larger(maximum[s], tileMaximum[s]);
-          rescale[s] = exp(e.subf(maximum[s], next[s]));
-        }
-        for (SmallVector<Value> &t : scores)
-          for (int64_t r = 0; r < tile.cValues(); ++r)
-            t[r] = exp(e.subf(t[r], next[tile.rowSlot(r)]));
-        SmallVector<Value> tileSum = rowCombine(
-            scores, e.cF32(0.0f), [&](Value x, Value y) { return e.addf(x, y); });
-        SmallVector<Value> yielded = next;
-        for (int64_t s = 0; s < slots; ++s)
-          yielded.push_back(e.addf(e.mulf(sum[s], rescale[s]), tileSum[s]));
+        Tiles scores = maskedScores(queries, keys, keyFirst, position);
+        Online next = online(scores, maximum, sum);
+        SmallVector<Value> yielded = next.maximum;
+        yielded.append(next.sum.begin(), next.sum.end());
         yielded.append(prefetched);
         return yielded;
       });
-  SmallVector<Value> lse(slots);
-  for (int64_t s = 0; s < slots; ++s)
+  SmallVector<Value> lse(slots), lseShift(slots);
+  for (int64_t s = 0; s < slots; ++s) {
     lse[s] = body.toF32(e.addf(body.toF64(statistics[s]),
                                body.logF64(body.toF64(statistics[slots + s]))));
+    lseShift[s] = shifted(lse[s]);
+  }
 
   // Sweep 2: O += round(exp(s - lse)) V.
   const size_t outValues = hd / tile.tileN() * tile.cValues();
@@ -540,22 +772,13 @@ void TiledAttention::forwardRoundedProbabilities() {
         body.barrier();
         SmallVector<Value> prefetched =
             fetchKeysValues(q, e.addIndex(keyFirst, e.cIndex(inner)));
-        Tiles scores = zeros(inner);
-        product(scores, queries, hd, keys, /*nMajor=*/true);
-        for (auto [n, t] : llvm::enumerate(scores))
-          for (int64_t r = 0; r < tile.cValues(); ++r) {
-            const int64_t s = tile.rowSlot(r);
-            Value key = e.addIndex(
-                keyFirst, e.addIndex(cAt[r].second, e.cIndex(n * tile.tileN())));
-            Value visible = e.bitAnd(ule(key, position[s]),
-                                     body.ult(key, e.cIndex(shape.seq)));
-            t[r] = e.select(visible,
-                            exp(e.subf(e.mulf(t[r], e.cF32(scale)), lse[s])),
-                            e.cF32(0.0f));
-          }
-        stash(scores, probabilities); // rounded
-        body.barrier();
-        product(out, probabilities, inner, values, /*nMajor=*/false);
+        // P = exp(s scale - lse), 0 where masked (exp(-inf)); rounded as
+        // the product's operand.
+        Tiles scores = maskedScores(queries, keys, keyFirst, position);
+        for (SmallVector<Value> &t : scores)
+          for (int64_t r = 0; r < tile.cValues(); ++r)
+            t[r] = expScaled(t[r], lseShift[tile.rowSlot(r)]);
+        productOfTiles(out, scores, probabilities, values, /*nMajor=*/false);
         SmallVector<Value> yielded = flatten(out);
         yielded.append(prefetched);
         return yielded;
@@ -580,17 +803,18 @@ void TiledAttention::queryGradients() {
   const int64_t rows = tiling.rows, inner = tiling.inner;
   const QueryBlock q = queryBlock();
   Value first = q.first, b = q.b, h = q.h;
-  Staged queries = stage(rows, hd), outGrads = stage(rows, hd),
-         keys = stage(inner, hd), values = stage(inner, hd),
-         scoreGrads = stage(rows, inner);
+  Operand queries = operand(rows), outGrads = operand(rows),
+          keys = operand(inner, AsRows | AsColumns), values = operand(inner);
+  Staged scoreGrads = scoreStage();
   load(queries, body.arg(0), b, h, first, rows, qStride);
   load(outGrads, body.arg(5), b, h, first, rows, qStride);
 
   const int64_t slots = tile.rowSlots();
-  SmallVector<Value> position = rowPositions(first), lse(slots), delta(slots);
+  SmallVector<Value> position = rowPositions(first), lseShift(slots),
+                     delta(slots);
   for (int64_t s = 0; s < slots; ++s) {
     Value at = statisticAt(b, h, minIndex(position[s], e.cIndex(shape.seq - 1)));
-    lse[s] = body.load(body.arg(4), at);
+    lseShift[s] = shifted(body.load(body.arg(4), at));
     delta[s] = body.load(body.arg(9), at);
   }
   Value keyTiles = causalKeyTiles(first);
@@ -610,24 +834,18 @@ void TiledAttention::queryGradients() {
         body.barrier();
         SmallVector<Value> prefetched =
             fetchKeysValues(q, e.addIndex(keyFirst, e.cIndex(inner)));
-        Tiles scores = zeros(inner), dp = zeros(inner);
-        product(scores, queries, hd, keys, /*nMajor=*/true);
+        // dS = P (dP - delta), P = exp(s scale - lse): 0 where masked
+        // (exp(-inf); dP is finite, zero-filled past the sequence).
+        Tiles scores = maskedScores(queries, keys, keyFirst, position);
+        Tiles dp = zeros(inner);
         product(dp, outGrads, hd, values, /*nMajor=*/true);
         for (auto [n, t] : llvm::enumerate(scores))
           for (int64_t r = 0; r < tile.cValues(); ++r) {
             const int64_t s = tile.rowSlot(r);
-            Value key = e.addIndex(
-                keyFirst, e.addIndex(cAt[r].second, e.cIndex(n * tile.tileN())));
-            Value visible = e.bitAnd(ule(key, position[s]),
-                                     body.ult(key, e.cIndex(shape.seq)));
-            Value p = exp(
-                e.subf(e.mulf(t[r], e.cF32(scale)), lse[s]));
-            t[r] = e.select(visible, e.mulf(p, e.subf(dp[n][r], delta[s])),
-                            e.cF32(0.0f));
+            t[r] = e.mulf(expScaled(t[r], lseShift[s]),
+                          e.subf(dp[n][r], delta[s]));
           }
-        stash(scores, scoreGrads);
-        body.barrier();
-        product(grads, scoreGrads, inner, keys, /*nMajor=*/false);
+        productOfTiles(grads, scores, scoreGrads, keys, /*nMajor=*/false);
         SmallVector<Value> next = flatten(grads);
         next.append(prefetched);
         return next;
@@ -647,10 +865,11 @@ void TiledAttention::keyValueGradients() {
   Value bg = body.block(gpu::Dimension::y);
   Value b = e.divIndex(bg, shape.kvHeads);
   Value g = arith::RemUIOp::create(body.b, bg, e.cIndex(shape.kvHeads));
-  Staged keys = stage(rows, hd), values = stage(rows, hd),
-         queries = stage(inner, hd), outGrads = stage(inner, hd),
-         probabilities = stage(rows, inner), scoreGrads = stage(rows, inner);
-  Value lse = body.sharedArray(inner, e.f32());
+  Operand keys = operand(rows), values = operand(rows),
+          queries = operand(inner, AsRows | AsColumns),
+          outGrads = operand(inner, AsRows | AsColumns);
+  Staged probabilities = scoreStage(), scoreGrads = scoreStage();
+  Value lseShift = body.sharedArray(inner, e.f32()); // lse log2 e
   Value delta = body.sharedArray(inner, e.f32());
   load(keys, body.arg(1), b, g, first, rows, kvStride);
   load(values, body.arg(2), b, g, first, rows, kvStride);
@@ -701,7 +920,8 @@ void TiledAttention::keyValueGradients() {
                       fetched.drop_front(pieces).take_front(pieces)),
                   inner);
               body.ifThen(body.ult(body.thread(), e.cIndex(inner)), [&] {
-                body.store(fetched[2 * pieces], lse, body.thread());
+                body.store(shifted(fetched[2 * pieces]), lseShift,
+                           body.thread());
                 body.store(fetched[2 * pieces + 1], delta, body.thread());
               });
               body.barrier();
@@ -711,29 +931,40 @@ void TiledAttention::keyValueGradients() {
               Tiles scores = zeros(inner), dp = zeros(inner);
               product(scores, keys, hd, queries, /*nMajor=*/true);
               product(dp, values, hd, outGrads, /*nMajor=*/true);
+              // Query column c is visible to key row slot s iff
+              // position_s - queryFirst <= c < seq - queryFirst.
+              SmallVector<Value> lower;
+              for (Value p : position)
+                lower.push_back(arith::SubIOp::create(body.b, p, queryFirst));
+              Value upper = arith::SubIOp::create(
+                  body.b, e.cIndex(shape.seq), queryFirst);
               for (auto [n, t] : llvm::enumerate(scores))
                 for (int64_t r = 0; r < tile.cValues(); ++r) {
-                  Value column =
-                      e.addIndex(cAt[r].second, e.cIndex(n * tile.tileN()));
-                  Value query = e.addIndex(queryFirst, column);
-                  Value visible =
-                      e.bitAnd(ule(position[tile.rowSlot(r)], query),
-                               body.ult(query, e.cIndex(shape.seq)));
+                  Value column = columnOf(n, r);
+                  Value visible = e.bitAnd(
+                      sle(lower[tile.rowSlot(r)], column),
+                      arith::CmpIOp::create(body.b, CmpIPredicate::slt,
+                                            column, upper));
                   Value p = e.select(
-                      visible,
-                      exp(e.subf(e.mulf(t[r], e.cF32(scale)),
-                                          body.load(lse, column))),
+                      visible, expScaled(t[r], body.load(lseShift, column)),
                       e.cF32(0.0f));
                   t[r] = p;
                   dp[n][r] =
                       e.mulf(p, e.subf(dp[n][r], body.load(delta, column)));
                 }
-              stash(scores, probabilities);
-              stash(dp, scoreGrads);
-              body.barrier();
-              product(valueGrads, probabilities, inner, outGrads,
-                      /*nMajor=*/false);
-              product(keyGrads, scoreGrads, inner, queries, /*nMajor=*/false);
+              if (!inRegisters(tile)) { // both stashed before one barrier
+                stash(scores, probabilities);
+                stash(dp, scoreGrads);
+                body.barrier();
+                product(valueGrads, Operand{probabilities, {}, {}}, inner,
+                        outGrads, /*nMajor=*/false);
+                product(keyGrads, Operand{scoreGrads, {}, {}}, inner, queries,
+                        /*nMajor=*/false);
+              } else {
+                productOfTiles(valueGrads, scores, {}, outGrads,
+                               /*nMajor=*/false);
+                productOfTiles(keyGrads, dp, {}, queries, /*nMajor=*/false);
+              }
               SmallVector<Value> next = flatten(keyGrads);
               next.append(flatten(valueGrads));
               next.append(prefetched);

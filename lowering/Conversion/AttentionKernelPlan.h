@@ -20,9 +20,12 @@
 //              at or after it: P^T, dP^T, dV += P^T dO, dK += dS^T Q). Each
 //              output is written by one block: deterministic.
 //
-// Every operand of a product is staged in shared memory (rows padded by 4
-// floats), fetched as 16-byte pieces one tile ahead; accumulators stay in
-// registers. The scale 1/sqrt(head_dim) is the CPU's fp32 value and lse's
+// Every operand read from memory is staged in shared memory (rows padded by
+// 4 floats), fetched as 16-byte pieces one tile ahead; accumulators stay in
+// registers, and on a chip whose accumulator layout can be its A operand's
+// (sm_90a) so do P and dS, straight into the next product. Masks compare a
+// tile column with one limit per row; exp(s scale - m) is one fused
+// multiply-add into exp2. The scale 1/sqrt(head_dim) is the CPU's fp32 value and lse's
 // log the fp64 series of the other kernels; exp is the chip's exp2
 // instruction on x log2(e). Results differ from the CPU's by the summation
 // order, that exp (about 2^-22 relative) and the matrix units' products
@@ -98,6 +101,51 @@ public:
                                                 llvm::ArrayRef<Value> b,
                                                 llvm::ArrayRef<Value> c) const {
     return multiply(e, a, b, c);
+  }
+  /// Where an accumulator tile feeds the next product's A operand straight
+  /// from registers (P V after S = Q K^T; needs tileN == tileK): for each A
+  /// value, the index of the accumulator value it takes. The A values of
+  /// a k-slab are then the accumulators of the n-tile of the same index,
+  /// in an order of k the chip chooses, and B's values sit at
+  /// bAtAfterAccumulator. Empty (the default): P and dS go through shared
+  /// memory.
+  virtual llvm::SmallVector<int64_t> accumulatorAsA() const { return {}; }
+  virtual std::pair<Value, Value> bAtAfterAccumulator(QuantizationEmitter &e,
+                                                      Value lane,
+                                                      int64_t r) const {
+    return bAt(e, lane, r);
+  }
+  /// The chip's instruction on packed BF16 pairs, where it has one the
+  /// plan can feed (sm_90a: mma.sync.m16n8k16 BF16): a warp adds a 16 x
+  /// packedK() A times a packedK() x tileN() B into the same accumulator
+  /// tile as multiply() (cAt), each A and B register a 32-bit word holding
+  /// the BF16 values of k and k + 1 (k's in the low half). With BF16
+  /// operands the plan then stages its tiles as BF16 in shared memory:
+  /// half the bytes, and half the loads per product.
+  virtual bool packsBF16() const { return false; }
+  virtual int64_t packedK() const { return 0; }
+  virtual int64_t packedAWords() const { return 0; }
+  virtual int64_t packedBWords() const { return 0; }
+  /// (row, k) of A's word w, (k, n) of B's word w: the pair's first value.
+  virtual std::pair<Value, Value> packedAAt(QuantizationEmitter &e, Value lane,
+                                            int64_t w) const {
+    return {};
+  }
+  virtual std::pair<Value, Value> packedBAt(QuantizationEmitter &e, Value lane,
+                                            int64_t w) const {
+    return {};
+  }
+  /// A's word w of a k-slab straight from the accumulators of the slab's
+  /// packedK() / tileN() n-tiles: {n-tile within the slab, the accumulator
+  /// value of the low half, that of the high half}.
+  virtual std::array<int64_t, 3> packedAFromAccumulators(int64_t w) const {
+    return {};
+  }
+  virtual SmallVector<Value> multiplyPacked(QuantizationEmitter &e,
+                                            llvm::ArrayRef<Value> a,
+                                            llvm::ArrayRef<Value> b,
+                                            llvm::ArrayRef<Value> c) const {
+    return {};
   }
   /// Static shared memory a block may use.
   virtual int64_t sharedBytes() const = 0;

@@ -87,13 +87,8 @@ Value QuantizationEmitter::encodeBF16NearestEven(Value x,
 }
 
 Value QuantizationEmitter::roundToBF16(Value x) {
-  Value bits = bitcast(x, i32());
-  Value rounded = bitAnd(
-      add(add(bits, c32(0x7FFF)), bitAnd(shrui(bits, c32(16)), c32(1))),
-      c32(static_cast<int32_t>(0xFFFF0000u)));
-  Value isNaN =
-      cmp(CmpIPredicate::ugt, bitAnd(bits, c32(0x7FFFFFFF)), c32(0x7F800000));
-  return bitcast(select(isNaN, c32(0x7FC00000), rounded), f32());
+  return arith::ExtFOp::create(
+      b, f32(), arith::TruncFOp::create(b, b.getBF16Type(), x).getResult());
 }
 
 Value QuantizationEmitter::encode(Value x, Value scaleExponent, const FormatConstants &format,

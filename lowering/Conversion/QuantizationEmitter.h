@@ -156,6 +156,11 @@ public:
   Value addf(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
   Value subf(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
   Value mulf(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
+  Value negf(Value x) { return arith::NegFOp::create(b, x); }
+  /// x y + z, rounded once.
+  Value fma(Value x, Value y, Value z) {
+    return math::FmaOp::create(b, x, y, z);
+  }
   Value divf(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
   Value cmpf(CmpFPredicate predicate, Value x, Value y) {
     return arith::CmpFOp::create(b, predicate, x, y);
@@ -207,8 +212,9 @@ public:
   /// or Inf, as the general path does); NaN as the format's NaN code.
   Value encodeBF16NearestEven(Value x, const FormatConstants &format);
   /// x (f32) rounded to BF16, nearest even, as an f32 value: the CPU's
-  /// numerics::decodeBF16(numerics::encodeBF16(x)) (a NaN gives the
-  /// canonical 0x7FC00000).
+  /// numerics::decodeBF16(numerics::encodeBF16(x)), as a truncation to
+  /// bf16 and back (one cvt.rn.bf16.f32 on sm_90a; a NaN stays a NaN, its
+  /// payload the chip's).
   Value roundToBF16(Value x);
 
   //===--------------------------------------------------------------------===//

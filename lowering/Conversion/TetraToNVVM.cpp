@@ -916,6 +916,48 @@ public:
     return d;
   }
 
+  /// The accumulators (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1)
+  /// are A's (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4) with k slot t
+  /// holding column 2t and slot t + 4 column 2t + 1; B's (t, g), (t + 4, g)
+  /// then read k = 2t and 2t + 1.
+  SmallVector<int64_t> accumulatorAsA() const override { return {0, 2, 1, 3}; }
+  std::pair<Value, Value> bAtAfterAccumulator(QuantizationEmitter &e,
+                                              Value lane,
+                                              int64_t r) const override {
+    return {e.addIndex(e.mulIndex(inGroup(e, lane), e.cIndex(2)), e.cIndex(r)),
+            group(e, lane)};
+  }
+
+  /// mma.sync.m16n8k16 BF16: lane 4g + t holds A's pairs at (g, 2t),
+  /// (g + 8, 2t), (g, 2t + 8), (g + 8, 2t + 8) and B's at (2t, g),
+  /// (2t + 8, g); its accumulators are m16n8k8's. A k-slab of 16 is two
+  /// accumulator tiles: word w takes tile w / 2's values (w % 2) * 2 and
+  /// (w % 2) * 2 + 1 — FlashAttention-2's P in registers.
+  bool packsBF16() const override { return true; }
+  int64_t packedK() const override { return 16; }
+  int64_t packedAWords() const override { return 4; }
+  int64_t packedBWords() const override { return 2; }
+  std::pair<Value, Value> packedAAt(QuantizationEmitter &e, Value lane,
+                                    int64_t w) const override {
+    return {e.addIndex(group(e, lane), e.cIndex(8 * (w & 1))),
+            e.addIndex(e.mulIndex(inGroup(e, lane), e.cIndex(2)),
+                       e.cIndex(8 * (w >> 1)))};
+  }
+  std::pair<Value, Value> packedBAt(QuantizationEmitter &e, Value lane,
+                                    int64_t w) const override {
+    return {e.addIndex(e.mulIndex(inGroup(e, lane), e.cIndex(2)),
+                       e.cIndex(8 * w)),
+            group(e, lane)};
+  }
+  std::array<int64_t, 3> packedAFromAccumulators(int64_t w) const override {
+    return {w >> 1, 2 * (w & 1), 2 * (w & 1) + 1};
+  }
+  SmallVector<Value> multiplyPacked(QuantizationEmitter &e, ArrayRef<Value> a,
+                                    ArrayRef<Value> b,
+                                    ArrayRef<Value> c) const override {
+    return mmaSync(e, "llvm.nvvm.mma.m16n8k16.row.col.bf16", a, b, c);
+  }
+
   /// BF16 values are TF32 values: one mma.sync, exact products.
   SmallVector<Value> multiplyBF16Values(QuantizationEmitter &e,
                                         ArrayRef<Value> a, ArrayRef<Value> b,

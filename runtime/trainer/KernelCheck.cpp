@@ -207,5 +207,5 @@ bool tetra::trainer::KernelCheck::passed() const {
   if (error <= kKernelCheckTolerance)
     return true;
   return roundsOperands && error <= kRoundedOperandTolerance &&
-         beyond * 1000 <= elements;
+         beyond * 100 <= elements;
 }

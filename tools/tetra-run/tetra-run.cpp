@@ -133,7 +133,7 @@ int runChecks(trainer::Trainer &trainer, const bundle::StepBundle &bundle) {
               bundle.directory.c_str(), checks->size(), rows.size(),
               !passed   ? "some differ by more than allowed"
               : rounded ? "all within 1e-5 but for BF16 operands rounded to "
-                          "the other neighbour (at most 1 element in 1000, "
+                          "the other neighbour (at most 1 element in 100, "
                           "within 1e-2)"
                         : "all within 1e-5");
   return passed ? 0 : 1;
