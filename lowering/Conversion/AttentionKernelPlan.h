@@ -37,7 +37,11 @@
 // forward takes two sweeps over the key tiles — lse first (the online
 // maximum and sum), then O += round(exp(S - lse)) V — so that its P is the
 // backward's, whatever the tiling. Every product then has BF16 operands:
-// sm_90a takes one TF32 mma.sync per product instead of three.
+// on a chip with a packed BF16 instruction (sm_90a: mma.sync.m16n8k16) the
+// tiles are staged as BF16 pairs along k — an operand read along its
+// columns (V in P V, K in dS K, Q and dO in dK and dV) transposed — and P
+// and dS packed from the accumulators; elsewhere the fp32 path multiplies
+// the rounded values (exact products).
 //
 // A chip adds only its matrix instruction (AttentionMatrixTile): which
 // (row, k), (k, n) and (row, n) elements of the 16 x tileK, tileK x tileN
