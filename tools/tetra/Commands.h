@@ -65,6 +65,10 @@ void printTrainHelp();
 int evalMain(const std::vector<std::string_view> &args);
 void printEvalHelp();
 
+/// `tetra export` (ExportCommand.cpp).
+int exportMain(const std::vector<std::string_view> &args);
+void printExportHelp();
+
 /// `tetra compile` (CompileCommand.cpp).
 int compileMain(const std::vector<std::string_view> &args);
 void printCompileHelp();

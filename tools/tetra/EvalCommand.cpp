@@ -1,11 +1,13 @@
 //===- EvalCommand.cpp - tetra eval: a checkpoint's loss, no training -----===//
 //
 // `tetra eval RUN.tetra --checkpoint FILE|DIR [--policy POLICY] [--data GLOB]
-// [--batches N]`: the mean loss (and perplexity) of a checkpoint's
+// [--batches N] [--dump-batches FILE]`: the mean loss (and perplexity) of a checkpoint's
 // parameters on the run's evaluation data — the run's own step forward on
 // the CPU, under the run's policy or another, the same batches in the same
 // order as `tetra train`'s evaluations (so a checkpoint of step S gives that
-// run's eval loss at step S). Nothing is written.
+// run's eval loss at step S). Nothing is written but --dump-batches' file:
+// the batches' tokens and targets (I32 [batches, batch, seq]) and the loss,
+// for checking another implementation on the same tokens (an export's).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,7 +16,10 @@
 
 #include "driver/CompileStep.h"
 #include "runtime/trainer/RunPlan.h"
+#include "runtime/io/Safetensors.h"
 #include "runtime/trainer/Trainer.h"
+
+#include "llvm/Support/FileSystem.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -42,7 +47,7 @@ int fail(const std::string &message) {
 } // namespace
 
 int tetra::driver::evalMain(const std::vector<std::string_view> &args) {
-  std::string runPath, checkpointPath, policyOverride, dataGlob;
+  std::string runPath, checkpointPath, policyOverride, dataGlob, dumpPath;
   int64_t batches = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg(args[i]);
@@ -66,6 +71,9 @@ int tetra::driver::evalMain(const std::vector<std::string_view> &args) {
     } else if (arg == "--data") {
       if (!value(dataGlob))
         return usageError("--data takes a file or glob");
+    } else if (arg == "--dump-batches") {
+      if (!value(dumpPath))
+        return usageError("--dump-batches takes a file to write");
     } else if (arg == "--batches") {
       if (!value(text) || (batches = std::atoll(text.c_str())) <= 0)
         return usageError("--batches takes a positive number");
@@ -82,6 +90,9 @@ int tetra::driver::evalMain(const std::vector<std::string_view> &args) {
     return usageError("no run file");
   if (checkpointPath.empty())
     return usageError("no checkpoint (--checkpoint FILE|DIR)");
+  if (!dumpPath.empty() && llvm::sys::fs::exists(dumpPath))
+    return fail("'" + dumpPath + "' exists; --dump-batches never writes over "
+                "a file");
 
   llvm::SourceMgr sourceMgr;
   frontend::DiagnosticEngine diags(sourceMgr);
@@ -150,6 +161,42 @@ int tetra::driver::evalMain(const std::vector<std::string_view> &args) {
   io::Expected<double> loss = (*trainer)->evaluate();
   if (!loss)
     return fail(loss.error().message());
+  if (!dumpPath.empty()) {
+    // The same batches again, from a packer of their own.
+    io::Expected<data::Packer> again = evalPacker();
+    if (!again)
+      return fail(again.error().message());
+    std::vector<int32_t> tokens, targets;
+    int64_t read = 0;
+    data::Batch batch;
+    for (; read < batches; ++read) {
+      io::Expected<bool> got = again->nextBatch(batch);
+      if (!got)
+        return fail(got.error().message());
+      if (!*got)
+        break;
+      tokens.insert(tokens.end(), batch.tokens.begin(), batch.tokens.end());
+      targets.insert(targets.end(), batch.targets.begin(), batch.targets.end());
+    }
+    const std::vector<int64_t> shape = {read, run->microBatch, run->seqLen};
+    io::SafetensorsWriter writer;
+    char lossText[32];
+    std::snprintf(lossText, sizeof lossText, "%.9g", *loss);
+    writer.setMetadata("eval_loss", lossText);
+    writer.setMetadata("checkpoint", checkpointPath);
+    if (io::Status added = writer.addTensor("tokens", io::Dtype::I32, shape,
+                                            tokens.data(),
+                                            tokens.size() * sizeof(int32_t));
+        !added)
+      return fail(added.error().message());
+    if (io::Status added = writer.addTensor("targets", io::Dtype::I32, shape,
+                                            targets.data(),
+                                            targets.size() * sizeof(int32_t));
+        !added)
+      return fail(added.error().message());
+    if (io::Status written = writer.write(dumpPath); !written)
+      return fail(written.error().message());
+  }
   std::printf("checkpoint %s (step %lld, trained under %s): eval loss %.6f, "
               "perplexity %.4f on %lld batches of %lld x %lld tokens under "
               "policy %s\n",
@@ -178,6 +225,9 @@ void tetra::driver::printEvalHelp() {
       "  --data GLOB            these documents instead of the run's data.eval\n"
       "  --batches N            this many batches (default: the run's\n"
       "                         eval.batches)\n"
+      "  --dump-batches FILE    also write the batches' tokens and targets\n"
+      "                         (I32 [batches, batch, seq]) and the loss\n"
+      "                         (metadata eval_loss) as safetensors\n"
       "  -h, --help             print this help\n"
       "\n"
       "EXAMPLES\n"

@@ -28,6 +28,8 @@ const Command kCommands[] = {
      printTrainHelp},
     {"eval", "the eval loss of a checkpoint, under the run's policy or another",
      evalMain, printEvalHelp},
+    {"export", "write a checkpoint as a Hugging Face Llama (config, safetensors, tokenizer)",
+     exportMain, printExportHelp},
     {"compile", "compile a training step into a GPU bundle (tetra-run trains it)",
      compileMain, printCompileHelp},
     {"plot", "draw the loss curves of several runs into a PNG", plotMain,
