@@ -14,6 +14,8 @@
 
 #include "tools/tetra/Commands.h"
 
+#include "frontend/PolicyGlob.h"
+
 #include "runtime/io/Json.h"
 #include "runtime/io/Safetensors.h"
 #include "runtime/numerics/BlockQuantize.h"
@@ -112,17 +114,72 @@ std::vector<std::string> splitList(std::string_view text) {
   }
 }
 
-/// none | hadamard:B | random_hadamard:B[:SEED]. A missing SEED is filled in
-/// from --seed later.
-Expected<Rotation> parseRotation(std::string_view text, bool &seedGiven) {
+/// --tensors' comma-separated names and globs; a comma inside braces
+/// belongs to its glob (`layers.*.attn.{wq,wk}`).
+std::vector<std::string> splitPatterns(std::string_view text) {
+  std::vector<std::string> items;
+  std::string current;
+  int depth = 0;
+  for (char c : text) {
+    depth += c == '{' ? 1 : c == '}' ? -1 : 0;
+    if (c == ',' && depth <= 0) {
+      if (!current.empty())
+        items.push_back(current);
+      current.clear();
+    } else {
+      current += c;
+    }
+  }
+  if (!current.empty())
+    items.push_back(current);
+  return items;
+}
+
+/// The policy language's spelling (docs/language.md): hadamard<B>,
+/// random_hadamard<B> or random_hadamard<B, fixed|per_step, SEED> (one file
+/// is step 0 either way), blanks allowed — rewritten to the older
+/// colon form (hadamard:B, random_hadamard:B[:SEED]), which still works.
+std::optional<std::string> fromPolicySpelling(std::string_view text) {
+  std::string compact;
+  for (char c : text)
+    if (c != ' ')
+      compact += c;
+  size_t open = compact.find('<');
+  if (open == std::string::npos || compact.back() != '>')
+    return std::nullopt;
+  std::string kind = compact.substr(0, open);
+  std::vector<std::string> fields =
+      splitList(std::string_view(compact).substr(open + 1,
+                                                 compact.size() - open - 2));
+  if (kind == "hadamard" && fields.size() == 1)
+    return kind + ":" + fields[0];
+  if (kind == "random_hadamard" && fields.size() == 1)
+    return kind + ":" + fields[0];
+  if (kind == "random_hadamard" && fields.size() == 3 &&
+      (fields[1] == "fixed" || fields[1] == "per_step"))
+    return kind + ":" + fields[0] + ":" + fields[2];
+  return std::nullopt;
+}
+
+/// none | hadamard<B> | random_hadamard<B[, fixed|per_step, SEED]> (or the
+/// colon forms hadamard:B | random_hadamard:B[:SEED]). A missing SEED is
+/// filled in from --seed later.
+Expected<Rotation> parseRotation(std::string_view given, bool &seedGiven) {
   seedGiven = false;
   Rotation rotation;
-  if (text == "none")
+  if (given == "none")
     return rotation;
   auto invalid = [&] {
-    return Error("invalid --rotate '" + std::string(text) +
-                 "' (expected none, hadamard:B or random_hadamard:B[:SEED])");
+    return Error("invalid --rotate '" + std::string(given) +
+                 "' (expected none, hadamard<B> or random_hadamard<B, "
+                 "fixed|per_step, SEED>, as in policies)");
   };
+  std::optional<std::string> policySpelling =
+      given.find('<') != std::string_view::npos ? fromPolicySpelling(given)
+                                                : std::optional<std::string>();
+  if (given.find('<') != std::string_view::npos && !policySpelling)
+    return invalid();
+  std::string_view text = policySpelling ? *policySpelling : given;
   size_t colon = text.find(':');
   if (colon == std::string_view::npos)
     return invalid();
@@ -150,7 +207,7 @@ Expected<Rotation> parseRotation(std::string_view text, bool &seedGiven) {
     return invalid();
   if (!isValidRotationBlock(*block))
     return Error("rotation block " + std::to_string(*block) + " in --rotate '" +
-                 std::string(text) + "' is not one of 16, 32, 64, 128");
+                 std::string(given) + "' is not one of 16, 32, 64, 128");
   rotation.blockSize = *block;
   return rotation;
 }
@@ -241,7 +298,7 @@ parseOptions(const std::vector<std::string_view> &args, bool &wantsHelp,
       *slot = std::string(value);
     else if (name == "--tensors") {
       options.tensorsGiven = true;
-      options.tensors = splitList(value);
+      options.tensors = splitPatterns(value);
       if (options.tensors.empty() && !scanError)
         scanError = Error("--tensors needs at least one tensor name");
     } else {
@@ -405,22 +462,64 @@ Expected<TensorPlan> planTensor(const io::TensorInfo &tensor,
   return plan;
 }
 
+/// Whether `file` is a Tetra checkpoint (its metadata says so).
+bool isCheckpoint(const io::SafetensorsFile &file) {
+  for (const auto &[key, value] : file.metadata())
+    if (key == "format" && value == "tetra-checkpoint")
+      return true;
+  return false;
+}
+
+/// A checkpoint's AdamW moments (optimizer.m.*, optimizer.v.*).
+bool isOptimizerState(const std::string &name) {
+  return llvm::StringRef(name).starts_with("optimizer.");
+}
+
 Expected<std::vector<TensorPlan>> planAll(const io::SafetensorsFile &file,
-                                          const QuantizeOptions &options) {
+                                          const QuantizeOptions &options,
+                                          size_t &leftOut) {
   std::vector<const io::TensorInfo *> selected;
+  leftOut = 0;
   if (options.tensorsGiven) {
+    // Names, or globs over the dotted names as in policies (layers.*.mlp.*,
+    // optimizer.**, attn.{wq,wk}), each in the file's order.
     std::unordered_set<std::string> seen;
-    for (const std::string &name : options.tensors) {
-      const io::TensorInfo *tensor = file.find(name);
-      if (!tensor)
-        return Error("no tensor named '" + name + "' (the file has " +
-                     nameList(file) + ")");
-      if (seen.insert(name).second)
-        selected.push_back(tensor);
+    for (const std::string &pattern : options.tensors) {
+      std::vector<const io::TensorInfo *> matched;
+      if (const io::TensorInfo *tensor = file.find(pattern)) {
+        matched.push_back(tensor);
+      } else if (pattern.find_first_of("*{") != std::string::npos) {
+        frontend::GlobError error;
+        std::optional<frontend::Glob> glob =
+            frontend::Glob::compile(pattern, error);
+        if (!glob)
+          return Error("invalid --tensors pattern '" + pattern +
+                       "': " + error.message);
+        for (const io::TensorInfo &tensor : file.tensors())
+          if (glob->matches(tensor.name))
+            matched.push_back(&tensor);
+      }
+      if (matched.empty())
+        return Error("no tensor " +
+                     std::string(pattern.find_first_of("*{") !=
+                                         std::string::npos
+                                     ? "matches '"
+                                     : "named '") +
+                     pattern + "' (the file has " + nameList(file) + ")");
+      for (const io::TensorInfo *tensor : matched)
+        if (seen.insert(tensor->name).second)
+          selected.push_back(tensor);
     }
   } else {
-    for (const io::TensorInfo &tensor : file.tensors())
+    // A checkpoint's parameters, not its optimizer state.
+    const bool checkpoint = isCheckpoint(file);
+    for (const io::TensorInfo &tensor : file.tensors()) {
+      if (checkpoint && isOptimizerState(tensor.name)) {
+        ++leftOut;
+        continue;
+      }
       selected.push_back(&tensor);
+    }
     if (selected.empty())
       return Error("the file holds no tensors");
   }
@@ -875,10 +974,17 @@ int runQuantize(const QuantizeOptions &options) {
     return fail(opened.error().message());
   const io::SafetensorsFile &file = *opened;
 
-  Expected<std::vector<TensorPlan>> planned = planAll(file, options);
+  size_t leftOut = 0;
+  Expected<std::vector<TensorPlan>> planned = planAll(file, options, leftOut);
   if (!planned)
     return fail(planned.error().withContext(options.input).message());
   const std::vector<TensorPlan> &plans = *planned;
+  if (leftOut > 0)
+    std::fprintf(stderr,
+                 "tetra quantize: note: %s is a Tetra checkpoint: its %zu "
+                 "optimizer tensors (AdamW's moments) are left out; "
+                 "--tensors 'optimizer.**' quantizes them\n",
+                 options.input.c_str(), leftOut);
 
   Table table;
   table.scaleHeader =
@@ -1011,26 +1117,33 @@ OPTIONS
   --seed N            seed of stochastic rounding, and of random Hadamard
                       signs when --rotate gives none (default 0). Draws are
                       keyed by (seed, step 0, FNV-1a hash of the tensor name)
-  --rotate R          none (default), hadamard:B, random_hadamard:B[:SEED]
-                      with B in 16, 32, 64, 128: rotate blocks of B elements
-                      along the quantization axis before quantizing, and
-                      rotate back after dequantizing
+  --rotate R          none (default), hadamard<B>, random_hadamard<B> or
+                      random_hadamard<B, fixed|per_step, SEED> as in
+                      policies (the colon forms hadamard:B and
+                      random_hadamard:B[:SEED] still work), B in 16, 32,
+                      64, 128: rotate blocks of B elements along the
+                      quantization axis before quantizing, and rotate
+                      back after dequantizing
   --axis N            the axis the blocks run along (default -1, the last;
                       a negative axis counts from the end)
   --block N           elements per block (default 32 for MX; nvfp4 allows
                       only 16)
-  --tensors A,B,...   quantize only these tensors (default: all)
+  --tensors A,B,...   quantize only these tensors: names, or globs over
+                      the dotted names as in policies (layers.*.mlp.*,
+                      optimizer.**, attn.{wq,wk}); default: all but a
+                      Tetra checkpoint's optimizer state
   -o, --output OUT    write the dequantized tensors to OUT
   --codes             with -o, also write the codes and scales
   --json              print one JSON object per tensor instead of the table
   -h, --help          print this help
 
 WHICH TENSORS
-  Without --tensors every tensor of the file is quantized, and one that
-  cannot be (not F32/F16/BF16, a scalar, an axis out of range, an extent along
-  the axis not divisible by the block or rotation size) is an error: nothing
-  is skipped silently. Name the tensors to quantize with --tensors to leave
-  the others out.
+  Without --tensors every tensor of the file is quantized (of a Tetra
+  checkpoint, its parameters: AdamW's moments are left out, with a note on
+  stderr), and one that cannot be (not F32/F16/BF16, a scalar, an axis out
+  of range, an extent along the axis not divisible by the block or rotation
+  size) is an error: nothing else is skipped. Name the tensors to quantize
+  with --tensors to leave the others out.
 
 COLUMNS
   SQNR dB    10 log10(sum x^2 / sum (x - q)^2), x the input, q the dequantized
