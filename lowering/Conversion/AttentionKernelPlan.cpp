@@ -275,11 +275,7 @@ private:
           const SmallVector<Value> &from = a[slab * tilesPerSlab + t];
           av.push_back(pack(from[low], from[high]));
         }
-        for (auto [n, accumulators] : llvm::enumerate(acc))
-          accumulators = tile.multiplyPacked(
-              e, av,
-              packedB(bm, slab * tile.packedK(), static_cast<int64_t>(n)),
-              accumulators);
+        multiplyPackedTiles(acc, av, bm, slab * tile.packedK());
       }
       return;
     }
@@ -484,15 +480,40 @@ private:
   void productPacked(Tiles &acc, Staged a, int64_t k, Staged bm) {
     for (int64_t k0 = 0; k0 < k; k0 += tile.packedK()) {
       SmallVector<Value> av;
-      for (auto [row, kk] : aPacked)
-        av.push_back(word(
-            a.memory,
-            e.addIndex(
-                e.mulIndex(e.addIndex(warpRow, row), e.cIndex(a.stride)),
-                e.addIndex(kk, e.cIndex(k0)))));
-      for (auto [n, accumulators] : llvm::enumerate(acc))
-        accumulators = tile.multiplyPacked(
-            e, av, packedB(bm, k0, static_cast<int64_t>(n)), accumulators);
+      if (tile.loadsPackedMatrices()) {
+        av = tile.loadPackedA(e, a.memory, lane, warpRow, e.cIndex(k0),
+                              a.stride);
+      } else {
+        for (auto [row, kk] : aPacked)
+          av.push_back(word(
+              a.memory,
+              e.addIndex(
+                  e.mulIndex(e.addIndex(warpRow, row), e.cIndex(a.stride)),
+                  e.addIndex(kk, e.cIndex(k0)))));
+      }
+      multiplyPackedTiles(acc, av, bm, k0);
+    }
+  }
+  /// acc[n] += av B[n-tile n], B's k-slab at k0 of `bm` ([n][k] BF16): two
+  /// n-tiles a matrix load where the chip has one.
+  void multiplyPackedTiles(Tiles &acc, ArrayRef<Value> av, Staged bm,
+                           int64_t k0) {
+    const int64_t tiles = static_cast<int64_t>(acc.size());
+    const int64_t words = tile.packedBWords();
+    for (int64_t n = 0; n < tiles;) {
+      if (tile.loadsPackedMatrices() && n + 1 < tiles) {
+        SmallVector<Value> b2 =
+            tile.loadPackedB2(e, bm.memory, lane, e.cIndex(n * tile.tileN()),
+                              e.cIndex(k0), bm.stride);
+        acc[n] = tile.multiplyPacked(e, av, ArrayRef(b2).take_front(words),
+                                     acc[n]);
+        acc[n + 1] = tile.multiplyPacked(e, av, ArrayRef(b2).drop_front(words),
+                                         acc[n + 1]);
+        n += 2;
+        continue;
+      }
+      acc[n] = tile.multiplyPacked(e, av, packedB(bm, k0, n), acc[n]);
+      ++n;
     }
   }
 

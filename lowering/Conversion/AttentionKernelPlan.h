@@ -39,9 +39,10 @@
 // backward's, whatever the tiling. Every product then has BF16 operands:
 // on a chip with a packed BF16 instruction (sm_90a: mma.sync.m16n8k16) the
 // tiles are staged as BF16 pairs along k — an operand read along its
-// columns (V in P V, K in dS K, Q and dO in dK and dV) transposed — and P
-// and dS packed from the accumulators; elsewhere the fp32 path multiplies
-// the rounded values (exact products).
+// columns (V in P V, K in dS K, Q and dO in dK and dV) transposed, loaded
+// by the chip's matrix load where it has one (ldmatrix) — and P and dS
+// packed from the accumulators; elsewhere the fp32 path multiplies the
+// rounded values (exact products).
 //
 // A chip adds only its matrix instruction (AttentionMatrixTile): which
 // (row, k), (k, n) and (row, n) elements of the 16 x tileK, tileK x tileN
@@ -149,6 +150,24 @@ public:
                                             llvm::ArrayRef<Value> a,
                                             llvm::ArrayRef<Value> b,
                                             llvm::ArrayRef<Value> c) const {
+    return {};
+  }
+  /// Whether the chip loads packed BF16 fragments from shared memory with
+  /// one matrix-load instruction (sm_90a: ldmatrix.x4) instead of a word at
+  /// a time: loadPackedA gives A's words of the k-slab at k0 for rows row0 ..
+  /// row0 + 15 of a [rows][k] BF16 tile with rows `stride` elements apart,
+  /// loadPackedB2 B's words of the same slab for the two n-tiles from n0 of
+  /// a [n][k] tile (the first tile's words, then the second's). Element
+  /// offsets are 16-byte aligned.
+  virtual bool loadsPackedMatrices() const { return false; }
+  virtual SmallVector<Value> loadPackedA(QuantizationEmitter &e, Value memory,
+                                         Value lane, Value row0, Value k0,
+                                         int64_t stride) const {
+    return {};
+  }
+  virtual SmallVector<Value> loadPackedB2(QuantizationEmitter &e, Value memory,
+                                          Value lane, Value n0, Value k0,
+                                          int64_t stride) const {
     return {};
   }
   /// Static shared memory a block may use.

@@ -958,6 +958,36 @@ public:
     return mmaSync(e, "llvm.nvvm.mma.m16n8k16.row.col.bf16", a, b, c);
   }
 
+  /// ldmatrix.x4: lane l gives the address of row l % 8 of 8 x 8 matrix
+  /// l / 8 and receives word (l / 4, l % 4) of each: A's four matrices are
+  /// rows 0-7 / 8-15 by k 0-7 / 8-15 (a0 .. a3), B2's n-tile 0 then 1, each
+  /// k 0-7 then 8-15 (b0, b1 of each tile).
+  bool loadsPackedMatrices() const override { return true; }
+  SmallVector<Value> loadPackedA(QuantizationEmitter &e, Value memory,
+                                 Value lane, Value row0, Value k0,
+                                 int64_t stride) const override {
+    Value matrix = e.divIndex(lane, 8);
+    Value row = e.addIndex(
+        e.addIndex(row0, arith::RemUIOp::create(e.b, lane, e.cIndex(8))),
+        e.mulIndex(arith::RemUIOp::create(e.b, matrix, e.cIndex(2)),
+                   e.cIndex(8)));
+    Value k = e.addIndex(k0, e.mulIndex(e.divIndex(matrix, 2), e.cIndex(8)));
+    return ldmatrix(e, memory,
+                    e.addIndex(e.mulIndex(row, e.cIndex(stride)), k));
+  }
+  SmallVector<Value> loadPackedB2(QuantizationEmitter &e, Value memory,
+                                  Value lane, Value n0, Value k0,
+                                  int64_t stride) const override {
+    Value matrix = e.divIndex(lane, 8);
+    Value n = e.addIndex(
+        e.addIndex(n0, arith::RemUIOp::create(e.b, lane, e.cIndex(8))),
+        e.mulIndex(e.divIndex(matrix, 2), e.cIndex(8)));
+    Value k = e.addIndex(
+        k0, e.mulIndex(arith::RemUIOp::create(e.b, matrix, e.cIndex(2)),
+                       e.cIndex(8)));
+    return ldmatrix(e, memory, e.addIndex(e.mulIndex(n, e.cIndex(stride)), k));
+  }
+
   /// BF16 values are TF32 values: one mma.sync, exact products.
   SmallVector<Value> multiplyBF16Values(QuantizationEmitter &e,
                                         ArrayRef<Value> a, ArrayRef<Value> b,
@@ -973,6 +1003,31 @@ public:
   }
 
 private:
+  /// ldmatrix.sync.aligned.m8n8.x4.b16 of the 16 bytes at element `at` of a
+  /// BF16 (i16) workgroup memref.
+  static SmallVector<Value> ldmatrix(QuantizationEmitter &e, Value memory,
+                                     Value at) {
+    Value base = arith::IndexCastUIOp::create(
+        e.b, e.i64(),
+        memref::ExtractAlignedPointerAsIndexOp::create(e.b, memory));
+    Value address = LLVM::IntToPtrOp::create(
+        e.b, LLVM::LLVMPointerType::get(e.b.getContext(), 3),
+        e.add(base, arith::IndexCastUIOp::create(
+                        e.b, e.i64(), e.mulIndex(at, e.cIndex(2)))));
+    Type i32 = e.i32();
+    Type words = LLVM::LLVMStructType::getLiteral(e.b.getContext(),
+                                                  {i32, i32, i32, i32});
+    Value loaded =
+        LLVM::CallIntrinsicOp::create(
+            e.b, words,
+            e.b.getStringAttr("llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16"),
+            ValueRange{address})
+            .getResult(0);
+    SmallVector<Value> result;
+    for (int64_t r = 0; r < 4; ++r)
+      result.push_back(LLVM::ExtractValueOp::create(e.b, loaded, r));
+    return result;
+  }
   static Value group(QuantizationEmitter &e, Value lane) {
     return e.divIndex(lane, 4);
   }
