@@ -30,6 +30,7 @@ data=(--data data/c4/c4-train.sample.json.gz
       --eval-data data/c4/c4-validation.sample.json.gz)
 summary=()
 for bundle in build/step-bundles/tiny-*.tbundle; do
+  [[ -d $bundle ]] || continue
   policy=$(basename "$bundle" .tbundle); policy=${policy#tiny-}
   check=skipped
   if [[ ${CHECK:-1} != 0 ]]; then
