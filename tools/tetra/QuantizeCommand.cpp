@@ -14,7 +14,9 @@
 
 #include "tools/tetra/Commands.h"
 
+#include "frontend/PolicyAST.h"
 #include "frontend/PolicyGlob.h"
+#include "tools/tetra/LoadInputs.h"
 
 #include "runtime/io/Json.h"
 #include "runtime/io/Safetensors.h"
@@ -66,6 +68,8 @@ struct QuantizeOptions {
   std::string output;
   bool codes = false;
   bool json = false;
+  /// With --policy: "policy P, linear L, wgrad.lhs" (the header says so).
+  std::string policySource;
 };
 
 constexpr const char *kFormatList =
@@ -212,6 +216,94 @@ Expected<Rotation> parseRotation(std::string_view given, bool &seedGiven) {
   return rotation;
 }
 
+/// What a policy does to one operand of one linear's GEMM role, as this
+/// command's options: its format, rounding and rotation, and the axis its
+/// blocks run along in the tensor as a model holds it (the GEMM's K: the
+/// last axis of fprop's X [tokens, in] and W [out, in] and of dgrad's dY
+/// [tokens, out]; the first of dgrad's W and of wgrad's dY and X, which
+/// reduce over out features and tokens).
+struct PolicyOperand {
+  FormatChoice format;
+  Rounding rounding = Rounding::NearestEven;
+  Rotation rotation;
+  int axis = -1;
+  std::string source;
+};
+
+Expected<PolicyOperand> policyOperand(const std::string &policyPath,
+                                      const std::optional<std::string> &model,
+                                      const std::string &linear,
+                                      const std::string &roleText) {
+  llvm::StringRef roleName = roleText, operandName;
+  std::tie(roleName, operandName) = llvm::StringRef(roleText).split('.');
+  std::optional<frontend::GemmRole> role;
+  for (auto r : {frontend::GemmRole::Fprop, frontend::GemmRole::Dgrad,
+                 frontend::GemmRole::Wgrad})
+    if (frontend::roleName(r) == roleName)
+      role = r;
+  if (!role || !(operandName.empty() || operandName == "lhs" ||
+                 operandName == "rhs"))
+    return Error("invalid --role '" + roleText +
+                 "' (expected fprop, dgrad or wgrad, with .lhs or .rhs)");
+
+  llvm::SourceMgr sourceMgr;
+  frontend::DiagnosticEngine diags(sourceMgr);
+  std::vector<std::string> files;
+  if (model)
+    files.push_back(*model);
+  files.push_back(policyPath);
+  std::optional<driver::LoadedInputs> inputs =
+      driver::loadInputs(diags, files, {}, "tetra quantize",
+                         "--policy (a run file, or a policy with --model)");
+  if (!inputs)
+    return Error("--policy '" + policyPath + "' does not load (see above)");
+  if (!inputs->policy)
+    return Error("--policy '" + policyPath +
+                 "' names no policy (give a run file, or a policy file with "
+                 "--model MODEL)");
+  const frontend::ResolvedPolicy &policy = *inputs->policy;
+  const frontend::LinearPolicy *found = policy.find(linear);
+  if (!found) {
+    std::vector<std::string> names = inputs->model.linearNames();
+    std::string near = frontend::closestMatch(linear, names);
+    return Error("model '" + inputs->model.name + "' has no linear '" +
+                 linear + "'" +
+                 (near.empty() ? "" : "; did you mean '" + near + "'?"));
+  }
+  const frontend::RolePolicy &rolePolicy = found->role(*role);
+  if (operandName.empty() &&
+      (rolePolicy.lhs.format != rolePolicy.rhs.format ||
+       rolePolicy.lhs.rule != rolePolicy.rhs.rule ||
+       rolePolicy.lhs.rounding != rolePolicy.rhs.rounding))
+    return Error("the operands of " + linear + "'s " + roleName.str() +
+                 " are quantized differently: name one (--role " +
+                 roleName.str() + ".lhs or " + roleName.str() + ".rhs)");
+  const bool rhs = operandName == "rhs";
+  const frontend::OperandPolicy &operand =
+      rhs ? rolePolicy.rhs : rolePolicy.lhs;
+  if (!operand.format.isRounded())
+    return Error(linear + "'s " + roleText + " is f32 under policy " +
+                 policy.name + ": nothing to quantize");
+  PolicyOperand result;
+  result.format.name = operand.format.describe();
+  if (operand.format.blockSize == 0) {
+    result.format.isBF16 = true;
+  } else {
+    result.format.block.element = operand.format.element;
+    result.format.block.scaling = {operand.format.blockSize,
+                                   operand.format.scaleFormat, operand.rule};
+  }
+  result.rounding = operand.rounding;
+  result.rotation = rolePolicy.rotation;
+  const bool reducesFirstAxis =
+      *role == frontend::GemmRole::Wgrad ||
+      (*role == frontend::GemmRole::Dgrad && rhs);
+  result.axis = reducesFirstAxis ? 0 : -1;
+  result.source = "policy " + policy.name + ", linear " + linear + ", " +
+                  roleName.str() + "." + (rhs ? "rhs" : "lhs");
+  return result;
+}
+
 /// Parses the command line. `input` receives the input file as soon as it
 /// is known, so that the caller can name it in the error.
 Expected<QuantizeOptions>
@@ -223,7 +315,8 @@ parseOptions(const std::vector<std::string_view> &args, bool &wantsHelp,
   // that it can name the input file.
   std::optional<Error> scanError;
   std::optional<std::string> formatText, ruleText, roundText, rotateText,
-      seedText, axisText, blockText;
+      seedText, axisText, blockText, policyText, modelText, linearText,
+      roleText;
   bool positionalOnly = false;
   std::vector<std::string> inputs;
 
@@ -268,6 +361,14 @@ parseOptions(const std::vector<std::string_view> &args, bool &wantsHelp,
     std::optional<std::string> *slot = nullptr;
     if (name == "--format")
       slot = &formatText;
+    else if (name == "--policy")
+      slot = &policyText;
+    else if (name == "--model")
+      slot = &modelText;
+    else if (name == "--linear")
+      slot = &linearText;
+    else if (name == "--role")
+      slot = &roleText;
     else if (name == "--scale-rule")
       slot = &ruleText;
     else if (name == "--round")
@@ -320,9 +421,33 @@ parseOptions(const std::vector<std::string_view> &args, bool &wantsHelp,
                  inputs[1] + "'); quantize one file at a time");
   options.input = inputs[0];
 
+  if (policyText) {
+    if (formatText || ruleText || roundText || rotateText || blockText)
+      return Error("--policy sets the format, scale rule, rounding and "
+                   "rotation: leave out --format, --scale-rule, --round, "
+                   "--rotate and --block");
+    if (!linearText || !roleText)
+      return Error("--policy needs --linear NAME and --role "
+                   "fprop|dgrad|wgrad[.lhs|.rhs]");
+    Expected<PolicyOperand> chosen =
+        policyOperand(*policyText, modelText, *linearText, *roleText);
+    if (!chosen)
+      return chosen.error();
+    options.format = chosen->format;
+    options.rounding = chosen->rounding;
+    options.rotation = chosen->rotation;
+    options.rotationText = frontend::describeRotation(chosen->rotation);
+    options.axis = chosen->axis;
+    options.policySource = chosen->source;
+    formatText = options.format.name; // checked below as any --format
+  } else if (modelText || linearText || roleText) {
+    return Error("--model, --linear and --role go with --policy");
+  }
   if (!formatText)
     return Error("missing --format (one of " + std::string(kFormatList) + ")");
-  std::optional<FormatChoice> format = parseFormat(*formatText);
+  std::optional<FormatChoice> format =
+      policyText ? std::optional<FormatChoice>(options.format)
+                 : parseFormat(*formatText);
   if (!format)
     return Error("unknown format '" + *formatText + "' (expected one of " +
                  kFormatList + ")");
@@ -934,7 +1059,9 @@ void printJsonRow(const TensorPlan &plan, const TensorResult &result,
 }
 
 std::string describeSettings(const QuantizeOptions &options) {
-  std::string text = options.format.name;
+  std::string text = options.policySource.empty()
+                         ? options.format.name
+                         : options.policySource + ": " + options.format.name;
   if (!options.format.isBF16) {
     const BlockFormat &format = options.format.block;
     std::string element(formatName(format.element));
@@ -1095,6 +1222,8 @@ namespace tetra::driver {
 void printQuantizeHelp() {
   std::printf(R"(USAGE: tetra quantize --format FORMAT [options] IN.safetensors
                       [-o OUT.safetensors [--codes]]
+       tetra quantize --policy RUN|POLICY [--model MODEL] --linear NAME
+                      --role ROLE[.lhs|.rhs] [options] IN.safetensors
 
 Quantizes the floating-point tensors (F32, F16, BF16) of a safetensors file
 exactly as a Tetra policy would, and prints one row per tensor saying how much
@@ -1124,6 +1253,15 @@ OPTIONS
                       64, 128: rotate blocks of B elements along the
                       quantization axis before quantizing, and rotate
                       back after dequantizing
+  --policy FILE       instead of the format options, what a policy does to
+                      one operand: FILE a run file (its model and policy)
+                      or a policy file with --model MODEL; with
+  --linear NAME       the linear (layers.3.attn.wq, lm_head) and
+  --role R[.OPERAND]  its GEMM role (fprop, dgrad, wgrad) and operand
+                      (lhs, rhs; needed where the two differ): the format,
+                      scale rule, rounding and rotation the policy gives
+                      it, blocks along the GEMM's K (the last axis, but the
+                      first for dgrad.rhs and wgrad: --axis overrides)
   --axis N            the axis the blocks run along (default -1, the last;
                       a negative axis counts from the end)
   --block N           elements per block (default 32 for MX; nvfp4 allows
