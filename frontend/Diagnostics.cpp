@@ -72,6 +72,22 @@ tetra::frontend::closestMatch(llvm::StringRef name,
       best = candidate;
     }
   }
+  if (!best.empty())
+    return best;
+  // One swap of adjacent characters ("trian" -> "train"), which edit
+  // distance counts as two edits.
+  for (const std::string &candidate : candidates) {
+    if (candidate.size() != name.size() || candidate == name)
+      continue;
+    size_t first = 0;
+    while (first < name.size() && name[first] == candidate[first])
+      ++first;
+    if (first + 1 < name.size() && name[first] == candidate[first + 1] &&
+        name[first + 1] == candidate[first] &&
+        name.drop_front(first + 2) ==
+            llvm::StringRef(candidate).drop_front(first + 2))
+      return candidate;
+  }
   return best;
 }
 

@@ -65,7 +65,10 @@ private:
 };
 
 /// The closest candidate to `name` by edit distance, for "did you mean"
-/// hints; empty when none is close enough (distance <= max(1, len/3)).
+/// hints — the one such rule of every file kind and tool: empty when none
+/// is close enough (distance <= max(1, len/3)), or, failing that, a
+/// candidate that differs by one swap of adjacent characters ("trian" ->
+/// "train", which edit distance counts as two edits).
 std::string closestMatch(llvm::StringRef name,
                          llvm::ArrayRef<std::string> candidates);
 

@@ -256,27 +256,6 @@ bool matchSegment(const Glob::Segment &segment, llvm::StringRef text) {
 
 } // namespace
 
-std::string
-tetra::frontend::closestName(llvm::StringRef name,
-                             llvm::ArrayRef<std::string> candidates) {
-  std::string best = closestMatch(name, candidates);
-  if (!best.empty())
-    return best;
-  for (const std::string &candidate : candidates) {
-    if (candidate.size() != name.size() || candidate == name)
-      continue;
-    size_t first = 0;
-    while (first < name.size() && name[first] == candidate[first])
-      ++first;
-    if (first + 1 < name.size() && name[first] == candidate[first + 1] &&
-        name[first + 1] == candidate[first] &&
-        name.drop_front(first + 2) ==
-            llvm::StringRef(candidate).drop_front(first + 2))
-      return candidate;
-  }
-  return "";
-}
-
 std::optional<Glob> Glob::compile(llvm::StringRef pattern, GlobError &error) {
   Glob glob;
   glob.pattern = pattern.str();
@@ -389,5 +368,5 @@ std::string Glob::suggest(llvm::ArrayRef<std::string> names) const {
         candidates.push_back(std::move(candidate));
     }
   }
-  return closestName(pattern, candidates);
+  return closestMatch(pattern, candidates);
 }

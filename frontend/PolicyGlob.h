@@ -27,13 +27,6 @@
 
 namespace tetra::frontend {
 
-/// closestMatch (Diagnostics.h), and failing that a candidate that differs
-/// from `name` by one swap of adjacent characters ("trian" -> "train"), which
-/// edit distance counts as two edits. For the did-you-means of policy and
-/// run files.
-std::string closestName(llvm::StringRef name,
-                        llvm::ArrayRef<std::string> candidates);
-
 /// Why a pattern did not compile, and where (a byte offset into it).
 struct GlobError {
   size_t offset = 0;

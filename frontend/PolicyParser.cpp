@@ -54,7 +54,7 @@ const std::vector<std::string> kAccumulateNames = {"f32", "bf16", "f16"};
 /// ", did you mean 'x'?" when a candidate is close, else "".
 std::string didYouMean(llvm::StringRef name,
                        const std::vector<std::string> &candidates) {
-  std::string best = closestName(name, candidates);
+  std::string best = closestMatch(name, candidates);
   return best.empty() ? std::string() : "; did you mean '" + best + "'?";
 }
 

@@ -593,7 +593,7 @@ void RunChecker::checkScope(llvm::StringRef scope,
         llvm::find_if(keys, [&](const Key &k) { return item.name == k.name; });
     if (key == keys.end()) {
       std::string message = "unknown setting '" + qualified + "'";
-      std::string best = closestName(item.name, names);
+      std::string best = closestMatch(item.name, names);
       std::string hint;
       if (!best.empty()) {
         message += "; did you mean '" + best + "'?";
@@ -649,7 +649,7 @@ void RunChecker::checkArguments(
       continue;
     }
     if (!llvm::is_contained(known, name)) {
-      std::string best = closestName(name, known);
+      std::string best = closestMatch(name, known);
       error(
           call.argumentLocs[i],
           "unknown argument '" + name + "' of " + call.text +
@@ -706,7 +706,7 @@ void RunChecker::checkTokenizer(const RunExpr &expr) {
     return;
   }
   if (!llvm::is_contained(kinds, expr.text)) {
-    std::string best = closestName(expr.text, kinds);
+    std::string best = closestMatch(expr.text, kinds);
     error(expr,
           "unknown tokenizer '" + expr.text + "'" +
               (best.empty() ? std::string() : "; did you mean '" + best + "'?"),
@@ -769,7 +769,7 @@ void RunChecker::checkOptimizer(const RunExpr &expr) {
     return;
   }
   if (expr.text != "adamw") {
-    std::string best = closestName(expr.text, {"adamw"});
+    std::string best = closestMatch(expr.text, {"adamw"});
     error(expr,
           "unknown optimizer '" + expr.text + "'" +
               (best.empty() ? std::string() : "; did you mean 'adamw'?"),
@@ -836,7 +836,7 @@ void RunChecker::checkSchedule(const RunExpr &expr) {
     return;
   }
   if (!llvm::is_contained(kinds, expr.text)) {
-    std::string best = closestName(expr.text, kinds);
+    std::string best = closestMatch(expr.text, kinds);
     error(expr,
           "unknown schedule '" + expr.text + "'" +
               (best.empty() ? std::string() : "; did you mean '" + best + "'?"),
@@ -936,7 +936,7 @@ std::optional<RunConfig> RunChecker::check() {
          }
          std::optional<Target> target = parseTarget(value.text);
          if (!target) {
-           std::string best = closestName(value.text, targetNames());
+           std::string best = closestMatch(value.text, targetNames());
            error(value,
                  "unknown target '" + value.text + "'" +
                      (best.empty() ? std::string()

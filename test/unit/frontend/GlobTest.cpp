@@ -1,5 +1,6 @@
 //===- GlobTest.cpp - The globs of policy rules ---------------------------===//
 
+#include "frontend/Diagnostics.h"
 #include "frontend/PolicyGlob.h"
 
 #include <gtest/gtest.h>
@@ -177,13 +178,15 @@ TEST(GlobTest, SuggestsTheIntendedPattern) {
   EXPECT_EQ(compile("embedding").suggest(names), "");
 }
 
-TEST(GlobTest, ClosestNameAllowsOneTransposition) {
+// The one did-you-mean rule (Diagnostics.h), which the glob suggestions
+// above build on.
+TEST(GlobTest, ClosestMatchAllowsOneTransposition) {
   std::vector<std::string> names = {"train", "eval", "tokenizer"};
-  EXPECT_EQ(closestName("trian", names), "train");
-  EXPECT_EQ(closestName("tokenizr", names), "tokenizer");
-  EXPECT_EQ(closestName("evla", names), "eval");
-  EXPECT_EQ(closestName("rtian", names), "");
-  EXPECT_EQ(closestName("train", names), "");
+  EXPECT_EQ(closestMatch("trian", names), "train");
+  EXPECT_EQ(closestMatch("tokenizr", names), "tokenizer");
+  EXPECT_EQ(closestMatch("evla", names), "eval");
+  EXPECT_EQ(closestMatch("rtian", names), "");
+  EXPECT_EQ(closestMatch("train", names), "");
 }
 
 } // namespace
