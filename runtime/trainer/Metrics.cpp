@@ -136,6 +136,27 @@ io::Status MetricsWriter::write(const StepRecord &record) {
     line += "}";
   };
   object("sqnr_db", record.sqnrDecibels);
+  if (!record.sqnrDecibelsByLinear.empty()) {
+    field("sqnr_db_linear");
+    line += "{";
+    const char *outer = "";
+    for (const auto &[linear, values] : record.sqnrDecibelsByLinear) {
+      line += outer;
+      io::appendJsonString(line, linear);
+      line += ":{";
+      const char *inner = "";
+      for (const auto &[key, value] : values) {
+        line += inner;
+        io::appendJsonString(line, key);
+        line += ':';
+        io::appendJsonNumber(line, value);
+        inner = ",";
+      }
+      line += "}";
+      outer = ",";
+    }
+    line += "}";
+  }
   object("sm90a_folding_tiles", record.foldingTiles);
   object("exact_pairs", record.exactPairs);
   line += "}\n";

@@ -38,6 +38,9 @@ struct StepRecord {
   /// The quantizers' SQNR in dB per GEMM role and operand ("wgrad.dy"), on
   /// the steps that measured it (QuantizationMeter).
   std::map<std::string, double> sqnrDecibels;
+  /// The same per linear: {"layers.0.attn.wq": {"fprop.x": 18.4, ...}}
+  /// ("sqnr_db_linear" in metrics.jsonl).
+  std::map<std::string, std::map<std::string, double>> sqnrDecibelsByLinear;
   /// The fraction of MXFP4 x MXFP4 result tiles sm_90a's GEMM folds, per
   /// GEMM role, on the same steps (QuantizationMeter::foldingTiles).
   std::map<std::string, double> foldingTiles;

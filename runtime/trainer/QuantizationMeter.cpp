@@ -37,9 +37,12 @@ io::Status QuantizationMeter::observe(int launch) {
         numerics::fiberStrideFor(operand.shape, operand.axis, sampleElements_);
     numerics::RandomStream stream{seed_, static_cast<uint32_t>(step_),
                                   operand.tensorId};
-    energies_[desc.gemm->role + "." + operand.name].add(
+    const numerics::ErrorEnergy measured =
         numerics::quantizationError(host_.data(), operand.shape, operand.axis,
-                                    operand.quantization, stream, stride));
+                                    operand.quantization, stream, stride);
+    const std::string key = desc.gemm->role + "." + operand.name;
+    energies_[key].add(measured);
+    linearEnergies_[desc.gemm->linear][key].add(measured);
     if (folds)
       counts.push_back(numerics::countFoldable(host_.data(), operand.shape,
                                                operand.axis,
@@ -63,6 +66,16 @@ std::map<std::string, double> QuantizationMeter::decibels() const {
   for (const auto &[key, energy] : energies_)
     if (std::optional<double> db = energy.sqnrDecibels())
       result[key] = *db;
+  return result;
+}
+
+std::map<std::string, std::map<std::string, double>>
+QuantizationMeter::linearDecibels() const {
+  std::map<std::string, std::map<std::string, double>> result;
+  for (const auto &[linear, energies] : linearEnergies_)
+    for (const auto &[key, energy] : energies)
+      if (std::optional<double> db = energy.sqnrDecibels())
+        result[linear][key] = *db;
   return result;
 }
 

@@ -8,7 +8,9 @@
 // fibers — exactly the codes the kernel used (same stochastic-rounding bits
 // and rotation signs, from the run's seed and the step). The energies are
 // pooled over all linears per GEMM role and operand: "fprop.x", "fprop.w",
-// "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x". For MXFP4 x MXFP4 GEMMs it
+// "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x" — and kept per linear too
+// (the same measurements, no extra cost), to see which layer and which GEMM
+// degrade. For MXFP4 x MXFP4 GEMMs it
 // also counts, over every fiber of both operands, the 128 x 128 tiles whose
 // scales sm_90a's GEMM would fold into its codes (numerics::countFoldable:
 // its fast path), per GEMM role.
@@ -46,6 +48,8 @@ public:
   }
   /// SQNR in dB per "role.operand"; lossless operands have none.
   std::map<std::string, double> decibels() const;
+  /// SQNR in dB per linear ("layers.0.attn.wq") and "role.operand".
+  std::map<std::string, std::map<std::string, double>> linearDecibels() const;
   /// Per GEMM role with MXFP4 x MXFP4 GEMMs: the fraction of their 128 x 128
   /// result tiles that sm_90a's GEMM folds (numerics/ScaleFolding.h).
   std::map<std::string, double> foldingTiles() const;
@@ -61,6 +65,9 @@ private:
   int64_t step_;
   int64_t sampleElements_;
   std::map<std::string, numerics::ErrorEnergy> energies_;
+  /// Per linear, per "role.operand".
+  std::map<std::string, std::map<std::string, numerics::ErrorEnergy>>
+      linearEnergies_;
   /// Per role: result tiles counted, and those that fold.
   std::map<std::string, std::pair<int64_t, int64_t>> tiles_;
   /// Per role: results, and those that sum exactly.

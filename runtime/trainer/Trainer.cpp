@@ -270,6 +270,7 @@ io::Expected<Trainer::StepOutcome> Trainer::runStep(int64_t step, double lr,
             return meter.observe(launch);
           });
       outcome.sqnrDecibels = meter.decibels();
+      outcome.sqnrDecibelsByLinear = meter.linearDecibels();
       outcome.foldingTiles = meter.foldingTiles();
       outcome.exactPairs = meter.exactPairs();
     } else {
@@ -446,6 +447,7 @@ io::Expected<TrainingSummary> Trainer::train() {
     record.lr = lr;
     record.gradNorm = outcome->gradNorm;
     record.sqnrDecibels = std::move(outcome->sqnrDecibels);
+    record.sqnrDecibelsByLinear = std::move(outcome->sqnrDecibelsByLinear);
     record.foldingTiles = std::move(outcome->foldingTiles);
     record.exactPairs = std::move(outcome->exactPairs);
     record.elapsedSeconds = elapsedBefore_ + seconds;

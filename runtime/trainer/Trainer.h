@@ -182,6 +182,7 @@ private:
   struct StepOutcome {
     double loss = 0, gradNorm = 0;
     std::map<std::string, double> sqnrDecibels, foldingTiles, exactPairs;
+    std::map<std::string, std::map<std::string, double>> sqnrDecibelsByLinear;
   };
   /// One optimizer step over config.microBatches micro-batches.
   io::Expected<StepOutcome> runStep(int64_t step, double lr, bool measure);

@@ -11,10 +11,13 @@
 #include "tools/tetra/Commands.h"
 
 #include "runtime/io/Json.h"
+#include "runtime/plot/HeatMap.h"
 #include "runtime/plot/LineChart.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -51,7 +54,10 @@ std::string defaultName(const std::string &path) {
 }
 
 /// `metric` in one metrics line: a top-level field ("loss"), or a member of
-/// an object field ("sqnr_db.wgrad.dy": "wgrad.dy" in "sqnr_db").
+/// an object field, at any depth, keys holding dots themselves
+/// ("sqnr_db.wgrad.dy": "wgrad.dy" in "sqnr_db";
+/// "sqnr_db_linear.layers.0.attn.wq.wgrad.dy": "wgrad.dy" in
+/// "layers.0.attn.wq" in "sqnr_db_linear").
 const io::JsonValue *findMetric(const io::JsonValue &line,
                                 const std::string &metric) {
   if (const io::JsonValue *value = line.find(metric))
@@ -60,7 +66,8 @@ const io::JsonValue *findMetric(const io::JsonValue &line,
        dot = metric.find('.', dot + 1))
     if (const io::JsonValue *object = line.find(metric.substr(0, dot));
         object && object->isObject())
-      if (const io::JsonValue *value = object->find(metric.substr(dot + 1)))
+      if (const io::JsonValue *value =
+              findMetric(*object, metric.substr(dot + 1)))
         return value;
   return nullptr;
 }
@@ -112,9 +119,121 @@ io::Expected<std::vector<plot::Series>> readRun(const std::string &path,
 
 } // namespace
 
+/// Orders names with their numbers as numbers: layers.2 before layers.10.
+bool naturalLess(const std::string &a, const std::string &b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) &&
+        std::isdigit(static_cast<unsigned char>(b[j]))) {
+      size_t ei = i, ej = j;
+      while (ei < a.size() && std::isdigit(static_cast<unsigned char>(a[ei])))
+        ++ei;
+      while (ej < b.size() && std::isdigit(static_cast<unsigned char>(b[ej])))
+        ++ej;
+      const long long x = std::stoll(a.substr(i, ei - i)),
+                      y = std::stoll(b.substr(j, ej - j));
+      if (x != y)
+        return x < y;
+      i = ei;
+      j = ej;
+      continue;
+    }
+    if (a[i] != b[j])
+      return a[i] < b[j];
+    ++i;
+    ++j;
+  }
+  return a.size() - i < b.size() - j;
+}
+
+/// tetra plot RUN --heatmap: the per-linear SQNR of one measured step
+/// (`step`, or the last) as linears x GEMM role and operand.
+int plotHeatMap(const std::string &run, const std::string &output,
+                int64_t step, const std::string &title) {
+  std::string path = run;
+  if (isDirectory(path))
+    path += "/metrics.jsonl";
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "tetra plot: error: cannot read '%s'\n",
+                 path.c_str());
+    return 1;
+  }
+  std::optional<io::JsonValue> chosen;
+  int64_t chosenStep = 0;
+  std::string runName = defaultName(path);
+  std::string line;
+  for (int lineNumber = 1; std::getline(in, line); ++lineNumber) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    io::Expected<io::JsonValue> value = io::parseJson(line);
+    if (!value) {
+      std::fprintf(stderr, "tetra plot: error: %s:%d: %s\n", path.c_str(),
+                   lineNumber, value.error().message().c_str());
+      return 1;
+    }
+    const io::JsonValue *linear = value->find("sqnr_db_linear");
+    const io::JsonValue *at = value->find("step");
+    if (const io::JsonValue *name = value->find("run");
+        name && name->isString())
+      runName = name->asString();
+    if (!linear || !linear->isObject() || !at || !at->isNumber())
+      continue;
+    const int64_t s = static_cast<int64_t>(at->asDouble());
+    if (step > 0 && s != step)
+      continue;
+    chosen = *value;
+    chosenStep = s;
+  }
+  if (!chosen) {
+    std::fprintf(stderr,
+                 "tetra plot: error: %s: no \"sqnr_db_linear\"%s (a run "
+                 "measures it every sqnr_interval steps)\n",
+                 path.c_str(),
+                 step > 0 ? (" at step " + std::to_string(step)).c_str()
+                          : " in any line");
+    return 1;
+  }
+  static const char *kColumns[] = {"fprop.x",  "fprop.w",  "dgrad.dy",
+                                    "dgrad.w",  "wgrad.dy", "wgrad.x"};
+  plot::HeatMapData data;
+  data.title = title.empty() ? runName + ": SQNR per linear at step " +
+                                   std::to_string(chosenStep)
+                             : title;
+  const io::JsonValue &linears = *chosen->find("sqnr_db_linear");
+  for (const io::JsonMember &member : linears.members())
+    data.rows.push_back(member.key);
+  std::sort(data.rows.begin(), data.rows.end(), naturalLess);
+  for (const char *column : kColumns)
+    data.columns.push_back(column);
+  for (const std::string &row : data.rows) {
+    std::vector<std::optional<double>> cells;
+    const io::JsonValue *values = linears.find(row);
+    for (const char *column : kColumns) {
+      const io::JsonValue *value = values ? values->find(column) : nullptr;
+      cells.push_back(value && value->isNumber()
+                          ? std::optional<double>(value->asDouble())
+                          : std::nullopt);
+    }
+    data.values.push_back(std::move(cells));
+  }
+  io::Status written = plot::drawHeatMap(data).writePng(output);
+  if (!written) {
+    std::fprintf(stderr, "tetra plot: error: %s\n",
+                 written.error().message().c_str());
+    return 1;
+  }
+  std::printf("wrote %s: SQNR heat map of %zu linears x %zu operands, step "
+              "%lld\n",
+              output.c_str(), data.rows.size(), data.columns.size(),
+              static_cast<long long>(chosenStep));
+  return 0;
+}
+
 int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
   std::vector<std::string> runs;
-  std::string output, metric = "loss", title;
+  std::string output, metric = "loss", title, stepText;
+  bool heatMap = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg(args[i]);
     auto value = [&](std::string &slot) {
@@ -136,6 +255,11 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
     } else if (arg == "--title") {
       if (!value(title))
         return usageError("'--title' needs a text");
+    } else if (arg == "--heatmap") {
+      heatMap = true;
+    } else if (arg == "--step") {
+      if (!value(stepText) || std::atoll(stepText.c_str()) <= 0)
+        return usageError("'--step' needs a positive step number");
     } else if (arg.size() > 1 && arg[0] == '-') {
       return usageError("unknown option '" + arg + "'");
     } else {
@@ -146,6 +270,15 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
     return usageError("no runs given");
   if (output.empty())
     return usageError("no output: -o curves.png");
+  if (!stepText.empty() && !heatMap)
+    return usageError("'--step' goes with --heatmap");
+  if (heatMap) {
+    if (runs.size() != 1)
+      return usageError("--heatmap draws one run");
+    return plotHeatMap(runs[0], output,
+                       stepText.empty() ? 0 : std::atoll(stepText.c_str()),
+                       title);
+  }
 
   // Each run's curves, then their names: runs that share a name (two
   // seeds trained under one label, one run file trained twice) are told
@@ -208,6 +341,7 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
 void tetra::driver::printPlotHelp() {
   std::printf(
       "USAGE: tetra plot RUN... -o OUT.png [--metric NAME] [--title TEXT]\n"
+      "       tetra plot RUN --heatmap [--step N] -o OUT.png [--title TEXT]\n"
       "\n"
       "Draws the loss curves of several runs side by side into a PNG.\n"
       "\n"
@@ -223,5 +357,9 @@ void tetra::driver::printPlotHelp() {
       "                        grad_norm, sqnr_db.wgrad.dy, ...: a\n"
       "                        member of an object field by its path)\n"
       "  --title TEXT          the chart's title (default: the metric)\n"
+      "  --heatmap             the run's per-linear SQNR (sqnr_db_linear) as\n"
+      "                        a heat map: linears x GEMM role and operand,\n"
+      "                        colour = dB (low red, high blue)\n"
+      "  --step N              the measured step to draw (default: the last)\n"
       "  -h, --help            print this help\n");
 }
