@@ -68,6 +68,17 @@ using namespace tetra::conversion;
 
 namespace {
 
+/// An LLVM pointer in address space `space` (3: shared, 1: global) to
+/// byte `byteOffset` of `memref`.
+Value pointerInto(QuantizationEmitter &e, Value memref, Value byteOffset,
+                  unsigned space) {
+  Value base = arith::IndexCastUIOp::create(
+      e.b, e.i64(), memref::ExtractAlignedPointerAsIndexOp::create(e.b, memref));
+  return LLVM::IntToPtrOp::create(
+      e.b, LLVM::LLVMPointerType::get(e.b.getContext(), space),
+      e.add(base, arith::IndexCastUIOp::create(e.b, e.i64(), byteOffset)));
+}
+
 /// One warp's mma.sync (`intrinsic`, an m16n8kK with fp32 accumulators): the
 /// lane's A then B registers and its four accumulators in, the four results
 /// out.
@@ -229,17 +240,9 @@ private:
   bool copiesStagedAsync() const override { return wgmma(); }
   void copyAsync(QuantizationEmitter &e, Value shared, Value byteOffset,
                  Value global, Value wordIndex) override {
-    auto address = [&](Value memref, Value offset, unsigned space) {
-      Value base = arith::IndexCastUIOp::create(
-          e.b, e.i64(),
-          memref::ExtractAlignedPointerAsIndexOp::create(e.b, memref));
-      return LLVM::IntToPtrOp::create(
-          e.b, LLVM::LLVMPointerType::get(e.b.getContext(), space),
-          e.add(base, arith::IndexCastUIOp::create(e.b, e.i64(), offset)));
-    };
     NVVM::CpAsyncOp::create(
-        e.b, address(shared, byteOffset, 3),
-        address(global, e.mulIndex(wordIndex, e.cIndex(4)), 1), 16,
+        e.b, pointerInto(e, shared, byteOffset, 3),
+        pointerInto(e, global, e.mulIndex(wordIndex, e.cIndex(4)), 1), 16,
         NVVM::LoadCacheModifierKind::CG, /*cpSize=*/nullptr);
   }
   void commitCopies(QuantizationEmitter &e) override {
@@ -1007,13 +1010,7 @@ private:
   /// BF16 (i16) workgroup memref.
   static SmallVector<Value> ldmatrix(QuantizationEmitter &e, Value memory,
                                      Value at) {
-    Value base = arith::IndexCastUIOp::create(
-        e.b, e.i64(),
-        memref::ExtractAlignedPointerAsIndexOp::create(e.b, memory));
-    Value address = LLVM::IntToPtrOp::create(
-        e.b, LLVM::LLVMPointerType::get(e.b.getContext(), 3),
-        e.add(base, arith::IndexCastUIOp::create(
-                        e.b, e.i64(), e.mulIndex(at, e.cIndex(2)))));
+    Value address = pointerInto(e, memory, e.mulIndex(at, e.cIndex(2)), 3);
     Type i32 = e.i32();
     Type words = LLVM::LLVMStructType::getLiteral(e.b.getContext(),
                                                   {i32, i32, i32, i32});

@@ -120,10 +120,8 @@ io::Status MetricsWriter::write(const StepRecord &record) {
     field("eval_loss");
     io::appendJsonNumber(line, *record.evalLoss);
   }
-  auto object = [&](const char *name, const std::map<std::string, double> &map) {
-    if (map.empty())
-      return;
-    field(name);
+  // {"key":number,...}
+  auto numbers = [&](const std::map<std::string, double> &map) {
     line += "{";
     const char *separator = "";
     for (const auto &[key, value] : map) {
@@ -135,25 +133,23 @@ io::Status MetricsWriter::write(const StepRecord &record) {
     }
     line += "}";
   };
+  auto object = [&](const char *name, const std::map<std::string, double> &map) {
+    if (map.empty())
+      return;
+    field(name);
+    numbers(map);
+  };
   object("sqnr_db", record.sqnrDecibels);
   if (!record.sqnrDecibelsByLinear.empty()) {
     field("sqnr_db_linear");
     line += "{";
-    const char *outer = "";
+    const char *separator = "";
     for (const auto &[linear, values] : record.sqnrDecibelsByLinear) {
-      line += outer;
+      line += separator;
       io::appendJsonString(line, linear);
-      line += ":{";
-      const char *inner = "";
-      for (const auto &[key, value] : values) {
-        line += inner;
-        io::appendJsonString(line, key);
-        line += ':';
-        io::appendJsonNumber(line, value);
-        inner = ",";
-      }
-      line += "}";
-      outer = ",";
+      line += ':';
+      numbers(values);
+      separator = ",";
     }
     line += "}";
   }
