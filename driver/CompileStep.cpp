@@ -217,6 +217,107 @@ CompileOptions tetra::compileOptionsFor(const frontend::RunConfig &run) {
   return options;
 }
 
+/// Drops each GEMM operand launch (a kernel's "__lhs...", "__rhs..."
+/// launches: they read the operand and write only buffers of their own)
+/// that repeats an earlier one — the same code, grid, scalars and read
+/// buffers, none of them written in between — and points the later
+/// launches at the earlier one's results: the activation that feeds wq, wk
+/// and wv (or gate and up) is rotated and quantized once per role, not once
+/// per linear. Code that depends on the linear (a stochastic-rounding
+/// stream's id) differs, so its launches are never shared. Returns, for
+/// each position 0..n of the old launch list, the number of kept launches
+/// before it.
+std::vector<int> shareRepeatedOperandLaunches(schedule::Schedule &plan) {
+  std::vector<schedule::Launch> &launches = plan.launches;
+  const int count = static_cast<int>(launches.size());
+  auto isOperandLaunch = [](const schedule::Launch &launch) {
+    size_t mark = launch.kernel.rfind("__");
+    if (mark == std::string::npos)
+      return false;
+    StringRef part = StringRef(launch.kernel).substr(mark + 2);
+    return part.starts_with("lhs") || part.starts_with("rhs");
+  };
+  // A buffer's producer: the first launch that names it. A read buffer
+  // may only be named by GEMM launches (which read it) after its producer.
+  std::vector<int> producer(plan.buffers.size(), -1);
+  std::vector<int> lastForeignUse(plan.buffers.size(), -1);
+  for (int l = 0; l < count; ++l)
+    for (int buffer : launches[l].buffers) {
+      if (producer[buffer] < 0)
+        producer[buffer] = l;
+      else if (launches[l].kernel.find("__") == std::string::npos)
+        lastForeignUse[buffer] = l;
+    }
+  auto producedBy = [&](int buffer, int l) {
+    return producer[buffer] == l &&
+           plan.buffers[buffer].role == schedule::BufferRole::Temporary;
+  };
+  std::map<std::string, int> firstWithKey;
+  std::vector<int> substitute(plan.buffers.size());
+  for (size_t b = 0; b < substitute.size(); ++b)
+    substitute[b] = static_cast<int>(b);
+  std::vector<bool> kept(count, true);
+  for (int l = 0; l < count; ++l) {
+    schedule::Launch &launch = launches[l];
+    for (int &buffer : launch.buffers)
+      buffer = substitute[buffer];
+    if (!isOperandLaunch(launch))
+      continue;
+    // The key: code, grid, scalars, and each read buffer by position.
+    std::string key = launch.kernel;
+    for (int d = 0; d < 3; ++d)
+      key += " " + std::to_string(launch.config.grid[d]) + "x" +
+             std::to_string(launch.config.block[d]);
+    key += " " + std::to_string(launch.config.sharedMemoryBytes);
+    for (const backend::Scalar &scalar : launch.scalars)
+      key += " s" + std::to_string(scalar.asInt()) + "/" +
+             std::to_string(scalar.asFloat());
+    for (const auto &[position, name] : launch.boundScalars)
+      key += " b" + std::to_string(position) + name;
+    bool readsAChangedBuffer = false;
+    for (size_t a = 0; a < launch.buffers.size(); ++a) {
+      int buffer = launch.buffers[a];
+      if (producedBy(buffer, l)) {
+        key += " w" + std::to_string(a);
+        continue;
+      }
+      key += " r" + std::to_string(a) + ":" + std::to_string(buffer);
+      readsAChangedBuffer |=
+          plan.buffers[buffer].role != schedule::BufferRole::Temporary &&
+          plan.buffers[buffer].role != schedule::BufferRole::Parameter &&
+          plan.buffers[buffer].role != schedule::BufferRole::Input;
+    }
+    auto [first, inserted] = firstWithKey.emplace(key, l);
+    if (inserted || readsAChangedBuffer)
+      continue;
+    const schedule::Launch &earlier = launches[first->second];
+    bool untouched = true;
+    for (size_t a = 0; a < launch.buffers.size(); ++a) {
+      int buffer = launch.buffers[a];
+      if (!producedBy(buffer, l) && lastForeignUse[buffer] > first->second &&
+          lastForeignUse[buffer] < l)
+        untouched = false;
+    }
+    if (!untouched) {
+      first->second = l; // later repeats may share this one
+      continue;
+    }
+    for (size_t a = 0; a < launch.buffers.size(); ++a)
+      if (producedBy(launch.buffers[a], l))
+        substitute[launch.buffers[a]] = earlier.buffers[a];
+    kept[l] = false;
+  }
+  std::vector<int> keptBefore(count + 1, 0);
+  std::vector<schedule::Launch> remaining;
+  for (int l = 0; l < count; ++l) {
+    keptBefore[l + 1] = keptBefore[l] + (kept[l] ? 1 : 0);
+    if (kept[l])
+      remaining.push_back(std::move(launches[l]));
+  }
+  launches = std::move(remaining);
+  return keptBefore;
+}
+
 FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
     MLIRContext &context, const llvm::SourceMgr &sourceMgr,
     const frontend::ModelGraph &model, const frontend::ResolvedPolicy *policy,
@@ -286,10 +387,6 @@ FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
     if (newEnds[p] < 0)
       newEnds[p] = static_cast<int>(launches.size());
   plan->launches = std::move(launches);
-  plan->phases.forwardEnd = newEnds[0];
-  plan->phases.gradientsEnd = newEnds[1];
-  plan->phases.updateBegin = newEnds[2];
-  schedule::planMemory(*plan);
 
   // Each distinct kernel's code once; the launches of its twins call it.
   std::map<std::string, std::string> renamed = dropDuplicateModules(*module);
@@ -298,6 +395,14 @@ FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
     if (to != renamed.end())
       launch.kernel = to->second;
   }
+  // Then an operand quantized the same way for two GEMMs, once.
+  std::vector<int> keptBefore = shareRepeatedOperandLaunches(*plan);
+  for (int &first : firstLaunch)
+    first = keptBefore[first];
+  plan->phases.forwardEnd = keptBefore[newEnds[0]];
+  plan->phases.gradientsEnd = keptBefore[newEnds[1]];
+  plan->phases.updateBegin = keptBefore[newEnds[2]];
+  schedule::planMemory(*plan);
 
   FailureOr<std::vector<GpuKernelCode>> code =
       target == Target::Gfx950 ? compileToHsaco(*module, targetName(target))

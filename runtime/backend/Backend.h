@@ -38,6 +38,15 @@
 //   written when the kernel runs. LaunchConfig gives a GPU kernel its grid;
 //   the CPU ignores it (a CPU kernel parallelizes itself over the pool).
 //
+//   Recorded launches. recordLaunches() takes a list of launches once;
+//   replay() submits the whole list on a stream, in order, as launch()
+//   would submit each, with some scalars changed (a step's number, its
+//   learning rate). The list's buffers must stay allocated and its kernels
+//   loaded until releaseLaunches(). The base class keeps the list and
+//   replays it one launch() at a time (the CPU and HIP backends); CUDA
+//   builds a graph of it, so a replay costs the host one submission
+//   instead of one per launch.
+//
 //   Errors. Every call returns a Status or an Expected (runtime/io/Error.h).
 //   A bad argument is reported by the call that got it. A failure while work
 //   runs (for example a token id outside the vocabulary) is reported by the
@@ -55,8 +64,10 @@
 #include "runtime/io/Error.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tetra::backend {
 
@@ -85,6 +96,31 @@ struct LaunchConfig {
   uint32_t block[3] = {1, 1, 1};
   uint32_t sharedMemoryBytes = 0;
 };
+
+/// One launch of a recorded list: what launch() takes, held by value.
+struct ListedLaunch {
+  Kernel kernel;
+  LaunchConfig config;
+  std::vector<Buffer> buffers;
+  std::vector<Scalar> scalars;
+};
+
+/// A recorded list of launches (the contract above).
+struct LaunchList {
+  uint64_t handle = 0;
+};
+
+/// A new value for scalar `scalar` of the list's launch `launch`.
+struct ScalarChange {
+  int launch = 0;
+  int scalar = 0;
+  Scalar value;
+};
+
+/// Applies `changes` to `launches` (for a backend's replay()); an error
+/// for a change naming a launch or scalar the list does not have.
+io::Status applyScalarChanges(std::vector<ListedLaunch> &launches,
+                              ArrayView<ScalarChange> changes);
 
 /// What a code object holds.
 enum class CodeObjectFormat {
@@ -178,6 +214,24 @@ public:
   virtual io::Status launch(Kernel kernel, const LaunchConfig &config,
                             ArrayView<Buffer> buffers,
                             ArrayView<Scalar> scalars, Stream stream = {}) = 0;
+
+  /// Records `launches` for replay() (the contract above). A bad argument
+  /// is reported here where the backend checks at recording (CUDA), else
+  /// by the replay that submits it.
+  virtual io::Expected<LaunchList>
+  recordLaunches(std::vector<ListedLaunch> launches);
+  /// Applies `changes` (they stay for later replays), then submits every
+  /// launch of `list` on `stream` in order. Where one launch is refused,
+  /// `*refused` (if given) becomes its position in the list, else -1.
+  virtual io::Status replay(LaunchList list, ArrayView<ScalarChange> changes,
+                            Stream stream = {}, int *refused = nullptr);
+  /// Forgets `list`; its launches must not be running.
+  virtual io::Status releaseLaunches(LaunchList list);
+
+private:
+  /// The base class's recorded lists, by handle.
+  std::map<uint64_t, std::vector<ListedLaunch>> launchLists_;
+  uint64_t nextLaunchList_ = 1;
 };
 
 } // namespace tetra::backend

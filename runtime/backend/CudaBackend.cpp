@@ -50,6 +50,27 @@ struct CudaDriver {
   int (*cuLaunchKernel)(Handle, unsigned, unsigned, unsigned, unsigned,
                         unsigned, unsigned, unsigned, Handle, void **,
                         void **) = nullptr;
+  /// CUDA_KERNEL_NODE_PARAMS_v2.
+  struct KernelNodeParams {
+    Handle function = nullptr;
+    unsigned grid[3] = {1, 1, 1};
+    unsigned block[3] = {1, 1, 1};
+    unsigned sharedMemoryBytes = 0;
+    void **kernelParams = nullptr;
+    void **extra = nullptr;
+    Handle kernel = nullptr;  ///< CUkernel, unused
+    Handle context = nullptr; ///< unused: the function's context
+  };
+  int (*cuGraphCreate)(Handle *, unsigned) = nullptr;
+  int (*cuGraphAddKernelNode)(Handle *, Handle, const Handle *, size_t,
+                              const KernelNodeParams *) = nullptr;
+  int (*cuGraphInstantiateWithFlags)(Handle *, Handle,
+                                     unsigned long long) = nullptr;
+  int (*cuGraphExecKernelNodeSetParams)(Handle, Handle,
+                                        const KernelNodeParams *) = nullptr;
+  int (*cuGraphLaunch)(Handle, Handle) = nullptr;
+  int (*cuGraphExecDestroy)(Handle) = nullptr;
+  int (*cuGraphDestroy)(Handle) = nullptr;
   int (*cuGetErrorName)(int, const char **) = nullptr;
   int (*cuGetErrorString)(int, const char **) = nullptr;
 
@@ -104,10 +125,26 @@ struct CudaDriver {
     resolve(cuOccupancyMaxActiveBlocksPerMultiprocessor,
             "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     resolve(cuLaunchKernel, "cuLaunchKernel");
+    resolve(cuGraphCreate, "cuGraphCreate");
+    resolve(cuGraphAddKernelNode, "cuGraphAddKernelNode_v2");
+    resolve(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
+    resolve(cuGraphExecKernelNodeSetParams,
+            "cuGraphExecKernelNodeSetParams_v2");
+    resolve(cuGraphLaunch, "cuGraphLaunch");
+    resolve(cuGraphExecDestroy, "cuGraphExecDestroy");
+    resolve(cuGraphDestroy, "cuGraphDestroy");
     resolve(cuGetErrorName, "cuGetErrorName");
     resolve(cuGetErrorString, "cuGetErrorString");
     return status;
   }
+};
+
+/// A recorded list: the graph, its instantiation, a node per launch.
+struct CudaBackend::Graph {
+  void *graph = nullptr;
+  void *exec = nullptr;
+  std::vector<void *> nodes;
+  std::vector<ListedLaunch> launches;
 };
 
 } // namespace tetra::backend
@@ -176,6 +213,8 @@ CudaBackend::~CudaBackend() {
   if (!driver_ || !context_)
     return;
   driver_->cuCtxSetCurrent(context_);
+  for (auto &[handle, graph] : graphs_)
+    (void)destroyGraph(*graph);
   for (const auto &[address, bytes] : tables_.allocations())
     driver_->cuMemFree(address);
   for (const auto &[module, name] : tables_.modules())
@@ -362,9 +401,8 @@ CudaBackend::resources(Kernel kernel, int blockThreads) {
   return used;
 }
 
-io::Status CudaBackend::launch(Kernel kernel, const LaunchConfig &config,
-                               ArrayView<Buffer> buffers,
-                               ArrayView<Scalar> scalars, Stream stream) {
+io::Status CudaBackend::prepareLaunch(Kernel kernel, const LaunchConfig &config,
+                                      ArrayView<Buffer> buffers) {
   for (size_t i = 0; i < buffers.size(); ++i)
     if (io::Status live = tables_.checkLive(buffers[i], "launch"); !live)
       return io::Error(live.error().message() + " (buffer argument " +
@@ -383,6 +421,14 @@ io::Status CudaBackend::launch(Kernel kernel, const LaunchConfig &config,
       allowed = config.sharedMemoryBytes;
     }
   }
+  return io::success();
+}
+
+io::Status CudaBackend::launch(Kernel kernel, const LaunchConfig &config,
+                               ArrayView<Buffer> buffers,
+                               ArrayView<Scalar> scalars, Stream stream) {
+  if (io::Status ready = prepareLaunch(kernel, config, buffers); !ready)
+    return ready;
   ParameterSlots parameters(buffers, scalars);
   if (int r = driver_->cuLaunchKernel(
           reinterpret_cast<void *>(kernel.handle), config.grid[0],
@@ -391,4 +437,115 @@ io::Status CudaBackend::launch(Kernel kernel, const LaunchConfig &config,
           parameters.data(), nullptr))
     return driverError("cuLaunchKernel", r);
   return io::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Recorded launches: a CUDA graph, one kernel node per launch in a chain
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The node parameters of `launch`; `slots` holds the values they point to.
+CudaDriver::KernelNodeParams nodeParams(const ListedLaunch &launch,
+                                        ParameterSlots &slots) {
+  CudaDriver::KernelNodeParams params;
+  params.function = reinterpret_cast<void *>(launch.kernel.handle);
+  for (int d = 0; d < 3; ++d) {
+    params.grid[d] = launch.config.grid[d];
+    params.block[d] = launch.config.block[d];
+  }
+  params.sharedMemoryBytes = launch.config.sharedMemoryBytes;
+  params.kernelParams = slots.data();
+  return params;
+}
+
+} // namespace
+
+io::Status CudaBackend::destroyGraph(Graph &graph) {
+  int r = 0;
+  if (graph.exec)
+    r = driver_->cuGraphExecDestroy(graph.exec);
+  if (graph.graph)
+    if (int d = driver_->cuGraphDestroy(graph.graph); d && !r)
+      r = d;
+  graph.exec = graph.graph = nullptr;
+  return r ? io::Status(driverError("cuGraphDestroy", r)) : io::success();
+}
+
+io::Expected<LaunchList>
+CudaBackend::recordLaunches(std::vector<ListedLaunch> launches) {
+  auto graph = std::make_unique<Graph>();
+  graph->launches = std::move(launches);
+  auto fail = [&](io::Error error) -> io::Expected<LaunchList> {
+    (void)destroyGraph(*graph);
+    return error;
+  };
+  if (int r = driver_->cuGraphCreate(&graph->graph, 0))
+    return fail(driverError("cuGraphCreate", r));
+  for (size_t l = 0; l < graph->launches.size(); ++l) {
+    const ListedLaunch &launch = graph->launches[l];
+    if (io::Status ready = prepareLaunch(launch.kernel, launch.config,
+                                         ArrayView<Buffer>(launch.buffers));
+        !ready)
+      return fail(io::Error("launch " + std::to_string(l) + " of the list: " +
+                            ready.error().message()));
+    ParameterSlots slots{ArrayView<Buffer>(launch.buffers),
+                         ArrayView<Scalar>(launch.scalars)};
+    CudaDriver::KernelNodeParams params = nodeParams(launch, slots);
+    void *node = nullptr;
+    void *previous = graph->nodes.empty() ? nullptr : graph->nodes.back();
+    if (int r = driver_->cuGraphAddKernelNode(&node, graph->graph,
+                                              previous ? &previous : nullptr,
+                                              previous ? 1 : 0, &params))
+      return fail(io::Error("launch " + std::to_string(l) + " of the list: " +
+                            driverError("cuGraphAddKernelNode", r).message()));
+    graph->nodes.push_back(node);
+  }
+  if (int r =
+          driver_->cuGraphInstantiateWithFlags(&graph->exec, graph->graph, 0))
+    return fail(driverError("cuGraphInstantiate", r));
+  LaunchList list{nextGraph_++};
+  graphs_[list.handle] = std::move(graph);
+  return list;
+}
+
+io::Status CudaBackend::replay(LaunchList list, ArrayView<ScalarChange> changes,
+                               Stream stream, int *refused) {
+  if (refused)
+    *refused = -1;
+  auto found = graphs_.find(list.handle);
+  if (found == graphs_.end())
+    return io::Error("replay: not a recorded list of this backend");
+  Graph &graph = *found->second;
+  if (io::Status applied = applyScalarChanges(graph.launches, changes);
+      !applied)
+    return applied;
+  std::vector<bool> changed(graph.launches.size(), false);
+  for (const ScalarChange &change : changes) {
+    if (changed[change.launch])
+      continue;
+    changed[change.launch] = true;
+    const ListedLaunch &launch = graph.launches[change.launch];
+    ParameterSlots slots{ArrayView<Buffer>(launch.buffers),
+                         ArrayView<Scalar>(launch.scalars)};
+    CudaDriver::KernelNodeParams params = nodeParams(launch, slots);
+    if (int r = driver_->cuGraphExecKernelNodeSetParams(
+            graph.exec, graph.nodes[change.launch], &params)) {
+      if (refused)
+        *refused = change.launch;
+      return driverError("cuGraphExecKernelNodeSetParams", r);
+    }
+  }
+  if (int r = driver_->cuGraphLaunch(graph.exec, streamHandle(stream)))
+    return driverError("cuGraphLaunch", r);
+  return io::success();
+}
+
+io::Status CudaBackend::releaseLaunches(LaunchList list) {
+  auto found = graphs_.find(list.handle);
+  if (found == graphs_.end())
+    return io::Error("releaseLaunches: not a recorded list of this backend");
+  io::Status destroyed = destroyGraph(*found->second);
+  graphs_.erase(found);
+  return destroyed;
 }

@@ -82,8 +82,23 @@ public:
                     ArrayView<Buffer> buffers, ArrayView<Scalar> scalars,
                     Stream stream = {}) override;
 
+  /// A CUDA graph of the launches, one kernel node each in a chain.
+  io::Expected<LaunchList>
+  recordLaunches(std::vector<ListedLaunch> launches) override;
+  /// Changed scalars are set on the instantiated graph's nodes
+  /// (cuGraphExecKernelNodeSetParams), then the graph is launched.
+  io::Status replay(LaunchList list, ArrayView<ScalarChange> changes,
+                    Stream stream = {}, int *refused = nullptr) override;
+  io::Status releaseLaunches(LaunchList list) override;
+
 private:
   CudaBackend() = default;
+  struct Graph;
+  /// Checks a launch's buffers and allows its kernel the shared memory it
+  /// asks for (launch() and recordLaunches()).
+  io::Status prepareLaunch(Kernel kernel, const LaunchConfig &config,
+                           ArrayView<Buffer> buffers);
+  io::Status destroyGraph(Graph &graph);
   /// The error for a failed driver call: "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY
   /// (out of memory)".
   io::Error driverError(const char *call, int result) const;
@@ -100,6 +115,8 @@ private:
   int driverVersion_ = 0;
 
   DeviceTables tables_;
+  std::map<uint64_t, std::unique_ptr<Graph>> graphs_;
+  uint64_t nextGraph_ = 1;
 };
 
 } // namespace tetra::backend

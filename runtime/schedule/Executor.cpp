@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 using namespace tetra;
 using namespace tetra::schedule;
@@ -81,6 +82,7 @@ StepExecutor::create(backend::Backend &backend, Schedule schedule,
 }
 
 StepExecutor::~StepExecutor() {
+  forgetRecordings();
   if (!arena_.empty())
     (void)backend_.free(arena_);
   for (backend::Buffer constant : constants_)
@@ -104,13 +106,121 @@ io::Status StepExecutor::bind(std::string_view name, backend::Buffer buffer) {
     return io::Error("buffer '" + desc.name + "' needs " +
                      std::to_string(desc.bytes()) + " bytes, got " +
                      std::to_string(buffer.size()));
+  if (bound_[index] && buffers_[index].address() != buffer.address())
+    forgetRecordings(); // they hold the buffer's old address
   buffers_[index] = buffer;
   bound_[index] = true;
   return io::success();
 }
 
+namespace {
+
+/// The same kind and the same bits.
+bool sameScalar(backend::Scalar a, backend::Scalar b) {
+  double x = a.asFloat(), y = b.asFloat();
+  return a.kind() == b.kind() && a.asInt() == b.asInt() &&
+         std::memcmp(&x, &y, sizeof(x)) == 0;
+}
+
+} // namespace
+
+io::Status StepExecutor::checkRange(int begin, int end) const {
+  if (begin < 0 || end > static_cast<int>(schedule_.launches.size()) ||
+      begin > end)
+    return io::Error("schedule '" + schedule_.name + "': no launches [" +
+                     std::to_string(begin) + ", " + std::to_string(end) + ")");
+  for (size_t i = 0; i < bound_.size(); ++i)
+    if (!bound_[i])
+      return io::Error("schedule '" + schedule_.name + "': buffer '" +
+                       schedule_.buffers[i].name + "' (" +
+                       std::string(bufferRoleName(schedule_.buffers[i].role)) +
+                       ") is not bound");
+  return io::success();
+}
+
+io::Status StepExecutor::resolve(int l, std::vector<backend::Buffer> &arguments,
+                                 std::vector<backend::Scalar> &scalars) const {
+  const Launch &launch = schedule_.launches[l];
+  arguments.clear();
+  for (int buffer : launch.buffers)
+    arguments.push_back(buffers_[buffer]);
+  scalars = launch.scalars;
+  for (const auto &[position, name] : launch.boundScalars) {
+    auto value = scalars_.find(name);
+    if (value == scalars_.end())
+      return io::Error("launch " + std::to_string(l) + " (" + launch.kernel +
+                       ", " + launch.origin + "): scalar '" + name +
+                       "' is not set");
+    scalars[position] = value->second;
+  }
+  return io::success();
+}
+
 io::Status StepExecutor::run(int begin, int end, backend::Stream stream) {
-  return runLaunches(begin, end, stream, /*checkFinite=*/false, nullptr);
+  if (io::Status ready = checkRange(begin, end); !ready)
+    return ready;
+  auto recording = recorded_.find({begin, end});
+  if (recording == recorded_.end()) {
+    std::vector<backend::ListedLaunch> launches(end - begin);
+    for (int l = begin; l < end; ++l) {
+      backend::ListedLaunch &listed = launches[l - begin];
+      if (io::Status resolved = resolve(l, listed.buffers, listed.scalars);
+          !resolved)
+        return resolved;
+      listed.kernel = kernels_[l];
+      listed.config = schedule_.launches[l].config;
+    }
+    Recording recorded;
+    for (const backend::ListedLaunch &listed : launches)
+      recorded.scalars.push_back(listed.scalars);
+    io::Expected<backend::LaunchList> list =
+        backend_.recordLaunches(std::move(launches));
+    if (!list)
+      return io::Error("schedule '" + schedule_.name + "': recording launches [" +
+                       std::to_string(begin) + ", " + std::to_string(end) +
+                       "): " + list.error().message());
+    recorded.list = *list;
+    recording = recorded_.emplace(std::pair{begin, end}, std::move(recorded))
+                    .first;
+  }
+  // The run-time scalars that changed since the last replay.
+  Recording &recorded = recording->second;
+  std::vector<backend::ScalarChange> changes;
+  for (int l = begin; l < end; ++l) {
+    const Launch &launch = schedule_.launches[l];
+    for (const auto &[position, name] : launch.boundScalars) {
+      auto value = scalars_.find(name);
+      if (value == scalars_.end())
+        return io::Error("launch " + std::to_string(l) + " (" + launch.kernel +
+                         ", " + launch.origin + "): scalar '" + name +
+                         "' is not set");
+      backend::Scalar &last = recorded.scalars[l - begin][position];
+      if (sameScalar(last, value->second))
+        continue;
+      last = value->second;
+      changes.push_back({l - begin, position, value->second});
+    }
+  }
+  int refused = -1;
+  io::Status replayed = backend_.replay(
+      recorded.list, backend::ArrayView<backend::ScalarChange>(changes), stream,
+      &refused);
+  if (replayed)
+    return replayed;
+  if (refused < 0)
+    return io::Error("schedule '" + schedule_.name + "': launches [" +
+                     std::to_string(begin) + ", " + std::to_string(end) +
+                     "): " + replayed.error().message());
+  const Launch &launch = schedule_.launches[begin + refused];
+  return io::Error("launch " + std::to_string(begin + refused) + " (" +
+                   launch.kernel + ", " + launch.origin +
+                   "): " + replayed.error().message());
+}
+
+void StepExecutor::forgetRecordings() {
+  for (auto &[range, recording] : recorded_)
+    (void)backend_.releaseLaunches(recording.list);
+  recorded_.clear();
 }
 
 io::Status StepExecutor::runCheckingFinite(int begin, int end,
@@ -129,32 +239,14 @@ io::Status
 StepExecutor::runLaunches(int begin, int end, backend::Stream stream,
                           bool checkFinite,
                           const std::function<io::Status(int)> *observe) {
-  if (begin < 0 || end > static_cast<int>(schedule_.launches.size()) ||
-      begin > end)
-    return io::Error("schedule '" + schedule_.name + "': no launches [" +
-                     std::to_string(begin) + ", " + std::to_string(end) + ")");
-  for (size_t i = 0; i < bound_.size(); ++i)
-    if (!bound_[i])
-      return io::Error("schedule '" + schedule_.name + "': buffer '" +
-                       schedule_.buffers[i].name + "' (" +
-                       std::string(bufferRoleName(schedule_.buffers[i].role)) +
-                       ") is not bound");
+  if (io::Status ready = checkRange(begin, end); !ready)
+    return ready;
   std::vector<backend::Buffer> arguments;
   std::vector<backend::Scalar> scalars;
   for (int l = begin; l < end; ++l) {
     const Launch &launch = schedule_.launches[l];
-    arguments.clear();
-    for (int buffer : launch.buffers)
-      arguments.push_back(buffers_[buffer]);
-    scalars = launch.scalars;
-    for (const auto &[position, name] : launch.boundScalars) {
-      auto value = scalars_.find(name);
-      if (value == scalars_.end())
-        return io::Error("launch " + std::to_string(l) + " (" + launch.kernel +
-                         ", " + launch.origin + "): scalar '" + name +
-                         "' is not set");
-      scalars[position] = value->second;
-    }
+    if (io::Status resolved = resolve(l, arguments, scalars); !resolved)
+      return resolved;
     io::Status launched = backend_.launch(
         kernels_[l], launch.config,
         backend::ArrayView<backend::Buffer>(arguments),

@@ -44,7 +44,10 @@ public:
   void setScalar(const std::string &name, backend::Scalar value);
   /// Launches [begin, end) of the schedule, in order, on `stream` (the
   /// phases of Schedule::phases are such ranges); an unbound buffer or a
-  /// failing launch is an error that names the launch and its origin.
+  /// failing launch is an error that names the launch and its origin. The
+  /// first run of a range records it (Backend::recordLaunches: a CUDA
+  /// graph) and later runs replay it, passing on the run-time scalars that
+  /// changed: one submission, not one per launch.
   io::Status run(int begin, int end, backend::Stream stream = {});
   /// Every launch.
   io::Status run(backend::Stream stream = {}) {
@@ -88,6 +91,18 @@ private:
 
   StepExecutor(backend::Backend &backend, Schedule schedule)
       : backend_(backend), schedule_(std::move(schedule)) {}
+  /// A valid range with every buffer bound, else the error.
+  io::Status checkRange(int begin, int end) const;
+  /// Launch `l`'s buffers and scalars, run-time scalars filled in.
+  io::Status resolve(int l, std::vector<backend::Buffer> &arguments,
+                     std::vector<backend::Scalar> &scalars) const;
+  /// Releases every recorded range (before a rebinding or the end).
+  void forgetRecordings();
+  /// A recorded range and the scalars each launch last ran with.
+  struct Recording {
+    backend::LaunchList list;
+    std::vector<std::vector<backend::Scalar>> scalars;
+  };
 
   backend::Backend &backend_;
   Schedule schedule_;
@@ -97,6 +112,7 @@ private:
   std::vector<backend::Kernel> kernels_;   ///< Per launch.
   std::vector<backend::Buffer> constants_; ///< Owned.
   std::map<std::string, backend::Scalar> scalars_;
+  std::map<std::pair<int, int>, Recording> recorded_;
 };
 
 } // namespace tetra::schedule

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <sys/stat.h>
@@ -230,7 +231,7 @@ io::Status Trainer::prepareNextStep() {
   for (const auto &[name, value] : stepScalars(step_ + 1))
     executor_->setScalar(name, value);
   data::Batch batch;
-  io::Expected<bool> got = train_.nextBatch(batch);
+  io::Expected<bool> got = nextTrainingBatch(batch);
   if (!got)
     return got.error();
   if (!*got)
@@ -241,8 +242,35 @@ io::Status Trainer::prepareNextStep() {
   return backend_.synchronize();
 }
 
+std::string TrainingSummary::steadyRateText() const {
+  if (steadyTokensPerSecond <= 0)
+    return "";
+  char text[64];
+  std::snprintf(text, sizeof(text), " (%.0f from step %lld on)",
+                steadyTokensPerSecond, static_cast<long long>(firstStep + 1));
+  return text;
+}
+
+io::Expected<bool> Trainer::nextTrainingBatch(data::Batch &batch) {
+  if (!readAhead_)
+    return train_.nextBatch(batch);
+  io::Expected<bool> got = std::move(readAhead_->got);
+  batch = std::move(readAhead_->batch);
+  readAhead_.reset();
+  return got;
+}
+
+void Trainer::readAhead() {
+  if (readAhead_)
+    return;
+  readAhead_.emplace();
+  readAhead_->before = train_.position();
+  readAhead_->got = train_.nextBatch(readAhead_->batch);
+}
+
 io::Expected<Trainer::StepOutcome> Trainer::runStep(int64_t step, double lr,
-                                                    bool measure) {
+                                                    bool measure,
+                                                    bool another) {
   const schedule::Schedule &schedule = executor_->schedule();
   const int64_t micro = config_.microBatches;
   for (const auto &[name, value] : stepScalars(step))
@@ -253,7 +281,7 @@ io::Expected<Trainer::StepOutcome> Trainer::runStep(int64_t step, double lr,
   std::string where = "step " + std::to_string(step) + ": ";
   for (int64_t i = 0; i < micro; ++i) {
     data::Batch &batch = batches[static_cast<size_t>(i)];
-    io::Expected<bool> got = train_.nextBatch(batch);
+    io::Expected<bool> got = nextTrainingBatch(batch);
     if (!got)
       return got.error();
     if (!*got)
@@ -278,6 +306,9 @@ io::Expected<Trainer::StepOutcome> Trainer::runStep(int64_t step, double lr,
     }
     if (!ran)
       return io::Error(where + ran.error().message());
+    // The device runs the micro-batch; the host reads the next one.
+    if (i + 1 < micro || another)
+      readAhead();
     io::Expected<std::vector<float>> loss = read("loss");
     if (!loss)
       return loss.error();
@@ -319,7 +350,8 @@ io::Expected<std::string> Trainer::saveCheckpoint(double elapsedSeconds) {
   state.policy = config_.policy;
   state.step = step_;
   state.seed = config_.seed;
-  state.dataPosition = train_.position().serialize();
+  state.dataPosition =
+      (readAhead_ ? readAhead_->before : train_.position()).serialize();
   std::vector<checkpoint::Tensor> *lists[] = {
       &state.parameters, &state.optimizerM, &state.optimizerV};
   for (int list = 0; list < 3; ++list)
@@ -399,6 +431,7 @@ io::Status Trainer::resume(const std::string &directory) {
     }
   if (io::Status restored = train_.restore(*position); !restored)
     return restored;
+  readAhead_.reset();
   step_ = state->step;
   continuing_ = true;
   resumedPolicy_ = state->policy;
@@ -426,6 +459,7 @@ io::Expected<TrainingSummary> Trainer::train() {
   int64_t last = config_.stopAfter > 0
                      ? std::min(config_.stopAfter, config_.steps)
                      : config_.steps;
+  double firstStepSeconds = 0;
   Progress progress;
   progress.totalSteps = config_.steps;
   progress.stopStep = last;
@@ -434,7 +468,8 @@ io::Expected<TrainingSummary> Trainer::train() {
     double lr = config_.lr.at(step);
     bool measure = config_.sqnrInterval > 0 &&
                    (step % config_.sqnrInterval == 0 || step == 1);
-    io::Expected<StepOutcome> outcome = runStep(step, lr, measure);
+    io::Expected<StepOutcome> outcome =
+        runStep(step, lr, measure, /*another=*/step < last);
     if (!outcome)
       return outcome.error();
     step_ = step;
@@ -486,6 +521,12 @@ io::Expected<TrainingSummary> Trainer::train() {
         return saved.error();
       summary.checkpoint = *saved;
     }
+    if (step == summary.firstStep)
+      firstStepSeconds = seconds;
+    else
+      summary.steadyTokensPerSecond =
+          tokensPerStep * (step - summary.firstStep) /
+          (seconds - firstStepSeconds);
     summary.seconds = seconds;
     summary.tokensPerSecond = record.tokensPerSecond;
     if (stopping) {

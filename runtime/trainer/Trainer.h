@@ -80,6 +80,12 @@ struct TrainingSummary {
   double firstLoss = 0, lastLoss = 0;
   double seconds = 0; ///< This process's training time.
   double tokensPerSecond = 0;
+  /// Tokens per second over the steps after this call's first (which
+  /// also loads the kernels and records the step for replay): the
+  /// steady rate a benchmark compares; 0 for a single step.
+  double steadyTokensPerSecond = 0;
+  /// " (N from step F on)" for the summary line, or "" for one step.
+  std::string steadyRateText() const;
   /// Stopped before its last step by `stopRequested`.
   bool stopped = false;
   std::string checkpoint; ///< The last checkpoint written, if any.
@@ -184,8 +190,16 @@ private:
     std::map<std::string, double> sqnrDecibels, foldingTiles, exactPairs;
     std::map<std::string, std::map<std::string, double>> sqnrDecibelsByLinear;
   };
-  /// One optimizer step over config.microBatches micro-batches.
-  io::Expected<StepOutcome> runStep(int64_t step, double lr, bool measure);
+  /// One optimizer step over config.microBatches micro-batches. While the
+  /// device runs a micro-batch, the host reads the next one (the next
+  /// step's first where `another` step follows).
+  io::Expected<StepOutcome> runStep(int64_t step, double lr, bool measure,
+                                    bool another);
+  /// The next training batch: the one read ahead, if any, else read now.
+  io::Expected<bool> nextTrainingBatch(data::Batch &batch);
+  /// Reads the next training batch into readAhead_ (its errors and the
+  /// end of the data surface when nextTrainingBatch takes it).
+  void readAhead();
   /// Re-runs the gradient part of the step's micro-batches from the first,
   /// checking every launch, to name where a non-finite value appeared.
   io::Error locateNonFinite(const std::string &what,
@@ -204,6 +218,14 @@ private:
   backend::Backend &backend_;
   TrainerConfig config_;
   data::Packer train_;
+  /// A batch read before its step (runStep's overlap of host and device),
+  /// with the data position before it: what a checkpoint records.
+  struct ReadAhead {
+    data::Batch batch;
+    io::Expected<bool> got = false;
+    data::DataPosition before;
+  };
+  std::optional<ReadAhead> readAhead_;
   std::optional<data::Packer> eval_;
   std::unique_ptr<schedule::StepExecutor> executor_;
   std::vector<std::pair<std::string, backend::Buffer>> buffers_;

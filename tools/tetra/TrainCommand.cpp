@@ -515,11 +515,12 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   if (summary->evalLoss)
     evalText = ", eval loss " + std::to_string(*summary->evalLoss);
   std::printf("run %s: steps %lld-%lld, loss %.4f -> %.4f%s, %.1f s, %.0f "
-              "tokens/s; metrics %s, checkpoints %s\n",
+              "tokens/s%s; metrics %s, checkpoints %s\n",
               config.run.c_str(), static_cast<long long>(summary->firstStep),
               static_cast<long long>(summary->lastStep), summary->firstLoss,
               summary->lastLoss, evalText.c_str(), summary->seconds,
-              summary->tokensPerSecond, config.metricsPath.c_str(),
+              summary->tokensPerSecond, summary->steadyRateText().c_str(),
+              config.metricsPath.c_str(),
               config.checkpointDir.c_str());
   return 0;
 }

@@ -251,3 +251,70 @@ TEST(CpuBackendTest, DuplicateKernelNamesAreRejected) {
   EXPECT_NE(table.find("x"), nullptr);
   EXPECT_EQ(table.find("y"), nullptr);
 }
+
+// A recorded list replays its launches in order with the scalars it was
+// given, then with those a replay changed (and keeps the changes); a
+// refused launch is named by its position; a released list is gone.
+TEST(CpuBackendTest, RecordedLaunchesReplayWithChangedScalars) {
+  CpuBackend backend(2);
+  const CpuKernelTable table = testTable();
+  Module module = *backend.loadModule(CodeObject::cpuTable(table, "test"));
+  Kernel affineKernel = *backend.getKernel(module, "test.affine");
+  const int64_t count = 257;
+  std::vector<float> host(count);
+  std::iota(host.begin(), host.end(), 1.0f);
+  Buffer a = *backend.allocate(count * 4), b = *backend.allocate(count * 4),
+         c = *backend.allocate(count * 4);
+  ASSERT_TRUE(backend.copyToDevice(a, host.data(), a.size()));
+  auto affineLaunch = [&](Buffer in, Buffer out, double factor) {
+    return ListedLaunch{affineKernel,
+                        LaunchConfig(),
+                        {in, out},
+                        {Scalar::integer(count), Scalar::real(factor),
+                         Scalar::real(0.0)}};
+  };
+  // b = 2a, then c = 3b: the order matters.
+  LaunchList list =
+      *backend.recordLaunches({affineLaunch(a, b, 2.0), affineLaunch(b, c, 3.0)});
+  std::vector<float> result(count);
+  ASSERT_TRUE(backend.replay(list, {}));
+  ASSERT_TRUE(backend.copyToHost(result.data(), c, c.size()));
+  ASSERT_TRUE(backend.synchronize());
+  for (int64_t i = 0; i < count; ++i)
+    ASSERT_EQ(result[i], 6.0f * (i + 1)) << i;
+
+  // The second launch's factor becomes 5: c = 10a, on this replay and the
+  // next.
+  ScalarChange change{1, 1, Scalar::real(5.0)};
+  ASSERT_TRUE(backend.replay(list, ArrayView<ScalarChange>(&change, 1)));
+  ASSERT_TRUE(backend.replay(list, {}));
+  ASSERT_TRUE(backend.copyToHost(result.data(), c, c.size()));
+  ASSERT_TRUE(backend.synchronize());
+  for (int64_t i = 0; i < count; ++i)
+    ASSERT_EQ(result[i], 10.0f * (i + 1)) << i;
+
+  ScalarChange outside{2, 0, Scalar::integer(1)};
+  tetra::io::Status bad =
+      backend.replay(list, ArrayView<ScalarChange>(&outside, 1));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("no scalar 0 in launch 2"),
+            std::string::npos)
+      << bad.error().message();
+
+  // A launch refused when it is submitted is named by its position.
+  Kernel failingKernel = *backend.getKernel(module, "test.failing");
+  LaunchList failingList = *backend.recordLaunches(
+      {affineLaunch(a, b, 1.0), ListedLaunch{failingKernel, {}, {}, {}}});
+  int refused = 7;
+  tetra::io::Status failed = backend.replay(failingList, {}, {}, &refused);
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(refused, 1);
+  EXPECT_EQ(failed.error().message(), "test.failing: bad data");
+
+  ASSERT_TRUE(backend.releaseLaunches(list));
+  EXPECT_FALSE(backend.replay(list, {}));
+  EXPECT_FALSE(backend.releaseLaunches(list));
+  ASSERT_TRUE(backend.releaseLaunches(failingList));
+  for (Buffer buffer : {a, b, c})
+    EXPECT_TRUE(backend.free(buffer));
+}

@@ -221,3 +221,72 @@ TEST(CudaBackend, BadPtxReportsTheDriversLog) {
 }
 
 } // namespace
+
+// The step's launches as a CUDA graph: a chain of kernel nodes replayed with
+// one submission, a scalar changed on the instantiated graph between
+// replays; buffers are checked when the list is recorded.
+TEST(CudaBackend, RecordedLaunchesReplayAsAGraph) {
+  REQUIRE_GPU(gpu);
+  Module module = *gpu->loadModule(CodeObject::binary(
+      CodeObjectFormat::Ptx, bytesOf(kAffinePtx), "affine.ptx"));
+  Kernel kernel = *gpu->getKernel(module, "affine");
+  const int64_t count = 4099;
+  std::vector<float> in(count);
+  for (int64_t i = 0; i < count; ++i)
+    in[i] = static_cast<float>(i % 97) - 48.0f;
+  Buffer a = *gpu->allocate(count * 4), b = *gpu->allocate(count * 4),
+         c = *gpu->allocate(count * 4);
+  ASSERT_TRUE(gpu->copyToDevice(a, in.data(), count * 4));
+  LaunchConfig config;
+  config.block[0] = 128;
+  config.grid[0] = static_cast<uint32_t>((count + 127) / 128);
+  auto affineLaunch = [&](Buffer from, Buffer to, double factor,
+                          double offset) {
+    return ListedLaunch{kernel,
+                        config,
+                        {from, to},
+                        {Scalar::integer(count), Scalar::real(factor),
+                         Scalar::real(offset)}};
+  };
+  // b = 2a + 1, then c = 3b - 2.
+  tetra::io::Expected<LaunchList> list = gpu->recordLaunches(
+      {affineLaunch(a, b, 2.0, 1.0), affineLaunch(b, c, 3.0, -2.0)});
+  ASSERT_TRUE(list) << list.error().message();
+  auto expectC = [&](float factor2, float offset2) {
+    std::vector<float> out(count);
+    ASSERT_TRUE(gpu->copyToHost(out.data(), c, count * 4));
+    ASSERT_TRUE(gpu->synchronize());
+    for (int64_t i = 0; i < count; ++i) {
+      float first = in[i] * 2.0f;
+      first = first + 1.0f;
+      float second = first * factor2;
+      ASSERT_EQ(out[i], second + offset2) << i;
+    }
+  };
+  ASSERT_TRUE(gpu->replay(*list, {}));
+  expectC(3.0f, -2.0f);
+  // The second launch's offset changes, and stays changed.
+  ScalarChange change{1, 2, Scalar::real(0.5)};
+  tetra::io::Status replayed =
+      gpu->replay(*list, ArrayView<ScalarChange>(&change, 1));
+  ASSERT_TRUE(replayed) << replayed.error().message();
+  expectC(3.0f, 0.5f);
+  ASSERT_TRUE(gpu->fill(c, 0));
+  ASSERT_TRUE(gpu->replay(*list, {}));
+  expectC(3.0f, 0.5f);
+  ASSERT_TRUE(gpu->releaseLaunches(*list));
+  EXPECT_FALSE(gpu->replay(*list, {}));
+
+  // A freed buffer is refused when the list is recorded.
+  ASSERT_TRUE(gpu->free(c));
+  tetra::io::Expected<LaunchList> stale =
+      gpu->recordLaunches({affineLaunch(a, b, 1.0, 0.0),
+                           affineLaunch(b, c, 1.0, 0.0)});
+  ASSERT_FALSE(stale);
+  EXPECT_NE(stale.error().message().find("launch 1 of the list"),
+            std::string::npos)
+      << stale.error().message();
+  ASSERT_TRUE(gpu->free(a));
+  ASSERT_TRUE(gpu->free(b));
+  ASSERT_TRUE(gpu->unloadModule(module));
+}

@@ -312,7 +312,20 @@ TEST(StepExecutor, RunsLibraryKernelsInOrder) {
       EXPECT_NEAR(out[r * dim + d], expected, 1e-5) << r << "," << d;
     }
   }
-  for (backend::Buffer b : {xb, wb, ob})
+
+  // The second run replays the recorded launches: a changed run-time
+  // scalar reaches its launch, and a rebound buffer is the one written.
+  (*step)->setScalar("factor", Scalar::real(2.0));
+  backend::Buffer other = *cpu.allocate(x.size() * 4);
+  ASSERT_TRUE(static_cast<bool>((*step)->bind("out", other)));
+  ASSERT_TRUE(static_cast<bool>((*step)->run()));
+  std::vector<float> twice(x.size());
+  ASSERT_TRUE(static_cast<bool>(
+      cpu.copyToHost(twice.data(), other, twice.size() * 4)));
+  ASSERT_TRUE(static_cast<bool>(cpu.synchronize()));
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(twice[i], 4.0f * out[i]) << i;
+  for (backend::Buffer b : {xb, wb, ob, other})
     ASSERT_TRUE(static_cast<bool>(cpu.free(b)));
 }
 
