@@ -24,6 +24,9 @@ constexpr int64_t kPrologueThreads = 128;
 constexpr int64_t kCodesPerStore = 16;
 /// Padding of a staged tile's K-major rows (StagedLayout::Padded).
 constexpr int64_t kRowPadding = 16;
+/// The K from which a GEMM takes smaller tiles to fill the chip
+/// (chooseTiling).
+constexpr int64_t kFillChipK = 4096;
 } // namespace
 
 InFlightDiagnostic GemmKernelLowering::refuse(const Twine &why) {
@@ -127,6 +130,19 @@ void GemmKernelLowering::chooseTiling() {
   };
   t.blockM = largest(m, {128, 64, 32}, blockTile);
   t.blockN = largest(n, {256, 128, 64, 32}, widestTileN());
+  // A GEMM whose tiles each sum a long K (kFillChipK or more: a Wgrad's sum
+  // over the batch's tokens) and whose largest tiles leave multiprocessors
+  // idle (a small weight's: 640 x 640 is 25 tiles of 128 x 128 for 132 of
+  // them) takes smaller ones: the longer side halved, down to 64, until the
+  // tiles fill the chip. Each result's sum over K is the same whatever its
+  // tile; a short K keeps the largest tiles (the launch is short anyway).
+  auto tiles = [&] { return (m / t.blockM) * (n / t.blockN); };
+  while (k >= kFillChipK && tiles() < multiprocessors()) {
+    int64_t &longer = t.blockN >= t.blockM ? t.blockN : t.blockM;
+    if (longer <= 64)
+      break;
+    longer /= 2;
+  }
   const bool bf16 = lhs.kind == OperandKind::BF16;
   t.chunk = bf16 ? k : std::min(lhs.block(), rhs.block());
   t.layout = stagedLayout();

@@ -16,7 +16,9 @@
 //     first takes the rotated tensor's amax (a clear launch and an
 //     atomic-max launch);
 //   - the GEMM launch's tiling and memory movement (GemmTiling): a block
-//     (workgroup) per blockM x blockN tile of the result, one warp (wave)
+//     (workgroup) per blockM x blockN tile of the result (smaller tiles,
+//     down to 64 x 64, where a long K's largest ones leave the chip's
+//     multiprocessors idle: a Wgrad of a small weight), one warp (wave)
 //     per 32 x 32 of it or the chip's issuing group (groupTile: sm_90a's
 //     wgmma warpgroups); K in steps of stepK staged in shared memory (LDS):
 //     each step's codes and scales are loaded from global memory into
@@ -312,6 +314,9 @@ protected:
   virtual int64_t widestTileN() const { return blockTile; }
   /// The most shared memory (LDS) a block may stage in, bytes.
   virtual int64_t sharedLimit() const = 0;
+  /// The chip's multiprocessors (compute units): a GEMM with fewer tiles
+  /// than these takes smaller ones (chooseTiling).
+  virtual int64_t multiprocessors() const = 0;
   /// After a thread's stores into a staged buffer, before the barrier
   /// after which the matrix instructions read it: what the chip needs
   /// (sm_90a's wgmma reads through the async proxy: a proxy fence).

@@ -32,6 +32,8 @@ constexpr int64_t kTokenChunk = 1024;
 constexpr int64_t kWeightGradientRows = 256;
 /// Elements per block of the global norm's sums of squares.
 constexpr int64_t kNormPiece = 65536;
+/// AdamW's elements a thread (its bias corrections computed once for them).
+constexpr int64_t kAdamWElements = 8;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -331,31 +333,49 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
 
   if (name == "adamw") {
     // The CPU's update (runtime/kernels/Optimizer.cpp), its bias
-    // corrections computed per thread in fp64.
-    perElement(call.integer(0), [&](Body &body, Value i) {
-      QuantizationEmitter &e = body.e;
-      Value lr = body.arg(5), beta1 = body.arg(6), beta2 = body.arg(7),
-            eps = body.arg(8), decay = body.arg(9), step = body.arg(10);
-      Value one = body.cF64(1.0);
-      Value correction1 = body.toF32(
-          e.divf(one, e.subf(one, body.powF64(beta1, step))));
-      Value correction2 = body.toF32(
-          e.divf(one, e.subf(one, body.powF64(beta2, step))));
-      Value g = body.load(body.arg(1), i);
-      Value m = body.load(body.arg(2), i), v = body.load(body.arg(3), i);
-      Value mi = e.addf(e.mulf(body.toF32(beta1), m),
-                        e.mulf(body.toF32(e.subf(one, beta1)), g));
-      Value vi = e.addf(e.mulf(body.toF32(beta2), v),
-                        e.mulf(e.mulf(body.toF32(e.subf(one, beta2)), g), g));
-      Value mhat = e.mulf(mi, correction1), vhat = e.mulf(vi, correction2);
-      Value p = body.load(body.arg(0), i);
-      Value update =
-          e.addf(e.divf(mhat, e.addf(body.sqrt(vhat), body.toF32(eps))),
-                 e.mulf(body.toF32(decay), p));
-      body.store(e.subf(p, e.mulf(body.toF32(lr), update)), body.arg(0), i);
-      body.store(mi, body.arg(2), i);
-      body.store(vi, body.arg(3), i);
-    });
+    // corrections computed in fp64 once per thread for kAdamWElements
+    // elements, kElementwiseThreads apart (each load coalesced).
+    const int64_t count = call.integer(0);
+    const int64_t perBlock = kElementwiseThreads * kAdamWElements;
+    std::array<int64_t, 3> grid{std::max<int64_t>(1, ceilDiv(count, perBlock)),
+                                1, 1};
+    std::string symbol = function(
+        "", registryArguments(context, call), grid, kElementwiseThreads,
+        [&](Body &body) {
+          QuantizationEmitter &e = body.e;
+          Value lr = body.arg(5), beta1 = body.arg(6), beta2 = body.arg(7),
+                eps = body.arg(8), decay = body.arg(9), step = body.arg(10);
+          Value one = body.cF64(1.0);
+          Value correction1 = body.toF32(
+              e.divf(one, e.subf(one, body.powF64(beta1, step))));
+          Value correction2 = body.toF32(
+              e.divf(one, e.subf(one, body.powF64(beta2, step))));
+          Value keep1 = body.toF32(beta1), take1 = body.toF32(e.subf(one, beta1));
+          Value keep2 = body.toF32(beta2), take2 = body.toF32(e.subf(one, beta2));
+          Value epsilon = body.toF32(eps), rate = body.toF32(lr),
+                weightDecay = body.toF32(decay);
+          Value first = e.addIndex(e.mulIndex(body.block(), e.cIndex(perBlock)),
+                                   body.thread());
+          for (int64_t k = 0; k < kAdamWElements; ++k) {
+            Value i = e.addIndex(first, e.cIndex(k * kElementwiseThreads));
+            body.ifThen(body.ult(i, e.cIndex(count)), [&] {
+              Value g = body.load(body.arg(1), i);
+              Value m = body.load(body.arg(2), i), v = body.load(body.arg(3), i);
+              Value mi = e.addf(e.mulf(keep1, m), e.mulf(take1, g));
+              Value vi = e.addf(e.mulf(keep2, v), e.mulf(e.mulf(take2, g), g));
+              Value mhat = e.mulf(mi, correction1),
+                    vhat = e.mulf(vi, correction2);
+              Value p = body.load(body.arg(0), i);
+              Value update =
+                  e.addf(e.divf(mhat, e.addf(body.sqrt(vhat), epsilon)),
+                         e.mulf(weightDecay, p));
+              body.store(e.subf(p, e.mulf(rate, update)), body.arg(0), i);
+              body.store(mi, body.arg(2), i);
+              body.store(vi, body.arg(3), i);
+            });
+          }
+        });
+    add(symbol, grid, kElementwiseThreads, launch);
     return success();
   }
 
@@ -1050,62 +1070,78 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     return success();
   }
 
-  //--- The global norm and clipping: a launch per tensor --------------------//
+  //--- The global norm and clipping: one launch for every tensor -----------//
+  // Block b of such a launch works on the tensor whose range of blocks holds
+  // it: a chain of block-uniform branches, one per tensor (each block takes
+  // one), so the step pays one launch where it paid one per tensor.
   if (name == "global_norm") {
+    // Piece p of kNormPiece elements: its sum of squares in fp64 into
+    // partials[p] (a piece never spans two tensors, as on the CPU); then
+    // one block adds the pieces in order.
     const size_t tensors = launch.buffers.size() - 1;
-    int64_t pieces = 0;
+    std::vector<int64_t> firstPiece{0};
     for (size_t t = 0; t < tensors; ++t)
-      pieces += ceilDiv(std::max<int64_t>(1, call.integer(t)), kNormPiece);
+      firstPiece.push_back(
+          firstPiece.back() +
+          ceilDiv(std::max<int64_t>(1, call.integer(t)), kNormPiece));
+    const int64_t pieces = firstPiece.back();
     int partials = scratch("partials", pieces * 8);
-    int64_t offset = 0;
-    for (size_t t = 0; t < tensors; ++t) {
-      const int64_t count = call.integer(t);
-      const int64_t blocks = ceilDiv(std::max<int64_t>(1, count), kNormPiece);
-      Launch sumOfSquares;
-      sumOfSquares.origin = launch.origin;
-      sumOfSquares.buffers = {launch.buffers[t + 1], partials};
-      sumOfSquares.scalars = {backend::Scalar::integer(offset)};
-      std::array<int64_t, 3> grid{blocks, 1, 1};
-      std::string symbol = function(
-          "squares",
-          {{"buffer:0", flat(std::max<int64_t>(1, count), f32)},
-           {"scratch:partials", flat(pieces, f64)},
-           {"scalar:0", IntegerType::get(context, 64)}},
-          grid, kRowThreads,
-          [&](Body &body) {
-            QuantizationEmitter &e = body.e;
-            Value shared = body.sharedArray(kRowThreads, f64);
-            Value first = e.mulIndex(body.block(), e.cIndex(kNormPiece));
-            Value last = arith::MinUIOp::create(
-                body.b, e.addIndex(first, e.cIndex(kNormPiece)),
-                e.cIndex(count));
-            Value partial =
-                body.strided(e.addIndex(first, body.thread()), last,
-                             kRowThreads, ValueRange{body.cF64(0.0)},
-                             [&](Value i, ValueRange acc) {
-                               Value x = body.toF64(body.load(body.arg(0), i));
-                               return SmallVector<Value>{
-                                   e.addf(acc[0], e.mulf(x, x))};
-                             })[0];
-            Value sum =
-                body.reduce(partial, shared, kRowThreads,
-                            [&](Value a, Value b) { return e.addf(a, b); });
-            body.ifThen(arith::CmpIOp::create(body.b, CmpIPredicate::eq,
-                                              body.thread(), e.cIndex(0)),
-                        [&] {
-                          body.store(sum, body.arg(1),
-                                     e.addIndex(body.index(body.arg(2)),
-                                                body.block()));
-                        });
-          });
-      add(symbol, grid, kRowThreads, sumOfSquares);
-      offset += blocks;
-    }
+    Launch squares;
+    squares.origin = launch.origin;
+    squares.buffers.assign(launch.buffers.begin() + 1, launch.buffers.end());
+    squares.buffers.push_back(partials);
+    SmallVector<std::pair<std::string, Type>> arguments;
+    for (size_t t = 0; t < tensors; ++t)
+      arguments.push_back({"buffer:" + std::to_string(t + 1),
+                           flat(std::max<int64_t>(1, call.integer(t)), f32)});
+    arguments.push_back({"scratch:partials", flat(pieces, f64)});
+    std::array<int64_t, 3> grid{pieces, 1, 1};
+    std::string symbol = function(
+        "squares", arguments, grid, kRowThreads, [&](Body &body) {
+          QuantizationEmitter &e = body.e;
+          Value shared = body.sharedArray(kRowThreads, f64);
+          Value block = body.block();
+          Value partial = body.cF64(0.0);
+          for (size_t t = 0; t < tensors; ++t) {
+            Value mine = e.bitAnd(
+                arith::CmpIOp::create(body.b, CmpIPredicate::uge, block,
+                                      e.cIndex(firstPiece[t])),
+                body.ult(block, e.cIndex(firstPiece[t + 1])));
+            partial = body.ifElse(
+                mine,
+                [&] {
+                  Value first = e.mulIndex(
+                      e.subIndex(block, e.cIndex(firstPiece[t])),
+                      e.cIndex(kNormPiece));
+                  Value last = arith::MinUIOp::create(
+                      body.b, e.addIndex(first, e.cIndex(kNormPiece)),
+                      e.cIndex(call.integer(t)));
+                  return body.strided(
+                      e.addIndex(first, body.thread()), last, kRowThreads,
+                      ValueRange{body.cF64(0.0)},
+                      [&](Value i, ValueRange acc) {
+                        Value x = body.toF64(body.load(body.arg(t), i));
+                        return SmallVector<Value>{
+                            e.addf(acc[0], e.mulf(x, x))};
+                      });
+                },
+                ValueRange{partial})[0];
+          }
+          Value sum =
+              body.reduce(partial, shared, kRowThreads,
+                          [&](Value a, Value b) { return e.addf(a, b); });
+          body.ifThen(arith::CmpIOp::create(body.b, CmpIPredicate::eq,
+                                            body.thread(), e.cIndex(0)),
+                      [&] {
+                        body.store(sum, body.arg(tensors), block);
+                      });
+        });
+    add(symbol, grid, kRowThreads, squares);
     Launch finish;
     finish.origin = launch.origin;
     finish.buffers = {launch.buffers[0], partials};
     std::array<int64_t, 3> one{1, 1, 1};
-    std::string symbol = function(
+    symbol = function(
         "finish",
         {{"buffer:0", flat(1, f32)}, {"scratch:partials", flat(pieces, f64)}},
         one, kRowThreads,
@@ -1134,33 +1170,55 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
   if (name == "clip_by_global_norm") {
     // x *= max_norm / (norm + 1e-6) where that is below 1 (in fp64, then
     // rounded): a NaN norm leaves the tensors (the trainer stops first).
-    for (size_t t = 1; t < launch.buffers.size(); ++t) {
-      Launch clip;
-      clip.origin = launch.origin;
-      clip.buffers = {launch.buffers[0], launch.buffers[t]};
-      clip.scalars = {launch.scalars[0], launch.scalars[t]};
-      LibraryCall one{clip, schedule};
-      const int64_t count = call.integer(t);
-      std::array<int64_t, 3> grid{
-          std::max<int64_t>(1, ceilDiv(count, kElementwiseThreads)), 1, 1};
-      std::string symbol = function(
-          "", registryArguments(context, one), grid, kElementwiseThreads,
-          [&](Body &body) {
-            QuantizationEmitter &e = body.e;
-            Value i = body.global(kElementwiseThreads);
-            Value norm = body.toF64(body.load(body.arg(0), e.cIndex(0)));
-            Value factor =
-                e.divf(body.arg(2), e.addf(norm, body.cF64(1e-6)));
-            Value clips = e.bitAnd(body.ult(i, e.cIndex(count)),
-                                   e.cmpf(CmpFPredicate::OLT, factor,
-                                          body.cF64(1.0)));
-            body.ifThen(clips, [&] {
-              body.store(e.mulf(body.load(body.arg(1), i), body.toF32(factor)),
-                         body.arg(1), i);
+    // Scalars: max_norm, then each tensor's count (constants here).
+    const size_t tensors = launch.buffers.size() - 1;
+    std::vector<int64_t> firstBlock{0};
+    for (size_t t = 0; t < tensors; ++t)
+      firstBlock.push_back(firstBlock.back() +
+                           std::max<int64_t>(1, ceilDiv(call.integer(t + 1),
+                                                        kElementwiseThreads)));
+    Launch clip = launch;
+    clip.scalars = {launch.scalars[0]};
+    llvm::erase_if(clip.boundScalars,
+                   [](const auto &bound) { return bound.first != 0; });
+    SmallVector<std::pair<std::string, Type>> arguments{
+        {"buffer:0", flat(1, f32)}};
+    for (size_t t = 0; t < tensors; ++t)
+      arguments.push_back(
+          {"buffer:" + std::to_string(t + 1),
+           flat(std::max<int64_t>(1, call.integer(t + 1)), f32)});
+    arguments.push_back({"scalar:0", f64});
+    std::array<int64_t, 3> grid{firstBlock.back(), 1, 1};
+    std::string symbol = function(
+        "", arguments, grid, kElementwiseThreads, [&](Body &body) {
+          QuantizationEmitter &e = body.e;
+          Value block = body.block();
+          Value norm = body.toF64(body.load(body.arg(0), e.cIndex(0)));
+          Value factor =
+              e.divf(body.arg(tensors + 1), e.addf(norm, body.cF64(1e-6)));
+          Value clips =
+              e.cmpf(CmpFPredicate::OLT, factor, body.cF64(1.0));
+          Value factor32 = body.toF32(factor);
+          for (size_t t = 0; t < tensors; ++t) {
+            Value i = e.addIndex(
+                e.mulIndex(e.subIndex(block, e.cIndex(firstBlock[t])),
+                           e.cIndex(kElementwiseThreads)),
+                body.thread());
+            Value mine = e.bitAnd(
+                arith::CmpIOp::create(body.b, CmpIPredicate::uge, block,
+                                      e.cIndex(firstBlock[t])),
+                body.ult(block, e.cIndex(firstBlock[t + 1])));
+            body.ifThen(mine, [&] {
+              body.ifThen(
+                  e.bitAnd(clips, body.ult(i, e.cIndex(call.integer(t + 1)))),
+                  [&] {
+                    Value x = body.arg(t + 1);
+                    body.store(e.mulf(body.load(x, i), factor32), x, i);
+                  });
             });
-          });
-      add(symbol, grid, kElementwiseThreads, clip);
-    }
+          }
+        });
+    add(symbol, grid, kElementwiseThreads, clip);
     return success();
   }
 

@@ -166,7 +166,9 @@ def ConvertTetraToNVVM : Pass<"convert-tetra-to-nvvm", "mlir::ModuleOp"> {
            "the NVIDIA chip (sm_90a)">,
     Option<"blockTile", "block-tile", "int64_t", /*default=*/"128",
            "the largest side of a block's result tile (32, 64 or 128; at "
-           "128, bf16 x bf16 tiles are 256 wide)">,
+           "128, bf16 x bf16 tiles are 256 wide; a GEMM whose tiles sum a "
+           "K of 4096 or more takes smaller ones, down to 64, until they "
+           "fill the chip's multiprocessors)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -217,7 +219,9 @@ def ConvertTetraToAMDGPU : Pass<"convert-tetra-to-amdgpu", "mlir::ModuleOp"> {
     Option<"chip", "chip", "std::string", /*default=*/"\"gfx950\"",
            "the AMD chip (gfx950)">,
     Option<"blockTile", "block-tile", "int64_t", /*default=*/"128",
-           "the largest side of a block's result tile (32, 64 or 128)">,
+           "the largest side of a block's result tile (32, 64 or 128; a "
+           "GEMM whose tiles sum a K of 4096 or more takes smaller ones, "
+           "down to 64, until they fill the chip's compute units)">,
   ];
   let dependentDialects = [
     "::mlir::amdgpu::AMDGPUDialect",

@@ -346,6 +346,10 @@ public:
     return unrollsLoops ? b.createOrFold<arith::AddIOp>(x, y)
                         : arith::AddIOp::create(b, x, y);
   }
+  Value subIndex(Value x, Value y) {
+    return unrollsLoops ? b.createOrFold<arith::SubIOp>(x, y)
+                        : arith::SubIOp::create(b, x, y);
+  }
   Value mulIndex(Value x, Value y) {
     return unrollsLoops ? b.createOrFold<arith::MulIOp>(x, y)
                         : arith::MulIOp::create(b, x, y);

@@ -119,6 +119,8 @@ private:
   /// gfx950 (CDNA4) has 160 KB of LDS per CU, all of it addressable by one
   /// workgroup.
   int64_t sharedLimit() const override { return 160 * 1024; }
+  /// An MI355X's compute units.
+  int64_t multiprocessors() const override { return 256; }
   /// A lane's 32 codes of one MX block (K elements kk .. kk + 31 of a
   /// staged row) as the MFMA's operand vector: FP8 codes as they are, E2M1
   /// as nibbles (staged so, or packed here), the lowest element in the

@@ -146,6 +146,8 @@ private:
   /// A block's shared memory on an H100/H200: 227 KB, static (ptxas and
   /// the driver take static shared memory past 48 KB for sm_90a).
   int64_t sharedLimit() const override { return 227 * 1024; }
+  /// An H100's or H200's (SXM) multiprocessors.
+  int64_t multiprocessors() const override { return 132; }
   SmallVector<int64_t, 2> groupTile() const override {
     if (!wgmma())
       return GemmKernelLowering::groupTile();

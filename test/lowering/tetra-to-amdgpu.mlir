@@ -84,6 +84,29 @@ func.func @wgrad(%dy: tensor<128x64xf32>, %x: tensor<128x32xf32>) -> tensor<64x3
 
 // -----
 
+// A Wgrad with a long K (8192 tokens) and few tiles (640 x 640): both chips
+// halve the tiles to 64 x 64 (100 of them), each for its own
+// multiprocessors — 132 on an H200, 256 compute units on an MI355X, which
+// 64 x 64 does not fill either (the smallest the plan takes).
+// PLAN-LABEL: gpu.module @wo_wgrad
+// PLAN-SAME: block_tile = array<i64: 64, 64>
+// PLAN: gpu.func @wo_wgrad__gemm
+// PLAN-SAME: grid = array<i64: 10, 10, 1>
+#bf = #tetra.quant<bf16>
+func.func @bf16_wgrad(%dy: tensor<8192x640xf32>, %x: tensor<8192x640xf32>) -> tensor<640x640xf32> {
+  %dw = tetra.kernel "wo_wgrad" (%a = %dy, %b = %x) : (tensor<8192x640xf32>, tensor<8192x640xf32>) -> tensor<640x640xf32> {
+    %at = arith.truncf %a : tensor<8192x640xf32> to tensor<8192x640xbf16>
+    %ae = arith.extf %at : tensor<8192x640xbf16> to tensor<8192x640xf32>
+    %bt = arith.truncf %b : tensor<8192x640xf32> to tensor<8192x640xbf16>
+    %be = arith.extf %bt : tensor<8192x640xbf16> to tensor<8192x640xf32>
+    %c = tetra.scaled_matmul (%ae as #bf), (%be as #bf) transpose_lhs role wgrad : (tensor<8192x640xf32>, tensor<8192x640xf32>) -> tensor<640x640xf32>
+    tetra.yield %c : tensor<640x640xf32>
+  }
+  return %dw : tensor<640x640xf32>
+}
+
+// -----
+
 // MXFP8: E4M3 codes go to the MFMA as E4M3 (format 0), E5M2 as E5M2. K =
 // 64 is one step of 64: one scaled MFMA 32x32x64 per wave.
 // PLAN-LABEL: gpu.module @mixed_fprop

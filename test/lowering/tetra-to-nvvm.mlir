@@ -188,6 +188,31 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 
 // -----
 
+// A BF16 Wgrad of a 640 x 640 weight over 8192 tokens (K long): its
+// largest tiles (128 x 256 would not divide 640; 128 x 128) are 25, far
+// from the H200's 132 multiprocessors, each summing all of K, so the plan
+// halves the longer side down to 64 x 64 (100 tiles: one warpgroup of 128
+// threads each, wgmma.m64n64k16).
+// CHECK-LABEL: gpu.module @wo_wgrad
+// CHECK-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 8192 : i64, folds_scales = false, group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16"
+// CHECK-SAME: threads = 128 : i64
+// CHECK: gpu.func @wo_wgrad__gemm
+// CHECK-SAME: block = array<i64: 128, 1, 1>, grid = array<i64: 10, 10, 1>
+#bf = #tetra.quant<bf16>
+func.func @bf16_wgrad(%dy: tensor<8192x640xf32>, %x: tensor<8192x640xf32>) -> tensor<640x640xf32> {
+  %dw = tetra.kernel "wo_wgrad" (%a = %dy, %b = %x) : (tensor<8192x640xf32>, tensor<8192x640xf32>) -> tensor<640x640xf32> {
+    %at = arith.truncf %a : tensor<8192x640xf32> to tensor<8192x640xbf16>
+    %ae = arith.extf %at : tensor<8192x640xbf16> to tensor<8192x640xf32>
+    %bt = arith.truncf %b : tensor<8192x640xf32> to tensor<8192x640xbf16>
+    %be = arith.extf %bt : tensor<8192x640xbf16> to tensor<8192x640xf32>
+    %c = tetra.scaled_matmul (%ae as #bf), (%be as #bf) transpose_lhs role wgrad : (tensor<8192x640xf32>, tensor<8192x640xf32>) -> tensor<640x640xf32>
+    tetra.yield %c : tensor<640x640xf32>
+  }
+  return %dw : tensor<640x640xf32>
+}
+
+// -----
+
 // MXFP4 Fprop on a 128 x 128 tile: two warpgroups, each 64 x 128 with
 // wgmma.m64n128k32 (E2M1 codes as E4M3 bytes: every product and every sum
 // of 32 exact) reading A and B through shared-memory descriptors of the
