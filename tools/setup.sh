@@ -12,6 +12,7 @@ packages=(
   libpcre2-dev pkg-config  # runtime/tokenizer: pre-tokenization regexes (found through pkg-config)
   libclang-rt-22-dev  # libFuzzer and the sanitizers: tools/tetra-fuzz-frontend
   liblld-22-dev  # lld as a library: gfx950 HSACO linked in process (driver/AmdgpuCompiler)
+  libcairo2-dev fonts-dejavu-core  # runtime/plot: tetra plot's PNG/SVG/PDF, text in DejaVu Sans
 )
 
 missing=()

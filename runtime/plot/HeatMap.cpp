@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 namespace tetra::plot {
 
@@ -34,23 +35,11 @@ Color heatColor(double value, double low, double high) {
   return t < 0.5 ? mix(kLow, kMiddle, 2 * t) : mix(kMiddle, kHigh, 2 * t - 1);
 }
 
-Canvas drawHeatMap(const HeatMapData &data) {
-  constexpr int kCellWidth = 108, kCellHeight = 26, kMargin = 24;
-  constexpr int kBarWidth = 24, kBarHeight = 200;
-  int rowLabel = 0;
-  for (const std::string &row : data.rows)
-    rowLabel = std::max(rowLabel, Canvas::textWidth(row, 2));
-  const int left = kMargin + rowLabel + 12;
-  const int top = kMargin + Canvas::textHeight(2) + 16 + Canvas::textHeight(2) +
-                  10; // title, column labels
+io::Status drawHeatMap(const HeatMapData &data, const std::string &path) {
+  constexpr double kCellWidth = 64, kCellHeight = 17, kMargin = 16;
+  constexpr double kBarWidth = 14, kBarHeight = 160, kFont = 9.5;
   const int columns = static_cast<int>(data.columns.size());
   const int rows = static_cast<int>(data.rows.size());
-  const int barLeft = left + columns * kCellWidth + 32;
-  const int width = barLeft + kBarWidth + 12 +
-                    Canvas::textWidth("-000.0 " + data.unit, 2) + kMargin;
-  const int height =
-      std::max(top + rows * kCellHeight, top + kBarHeight + 40) + kMargin;
-  Canvas canvas(width, height);
 
   // The scale spans the lowest value to the 90th percentile, so that a few
   // far higher cells (BF16 operands beside MXFP4 ones) do not flatten the
@@ -67,53 +56,80 @@ Canvas drawHeatMap(const HeatMapData &data) {
     high = finite.back();
   const bool clipped = !finite.empty() && finite.back() > high;
 
-  canvas.text(kMargin, kMargin, data.title, kInk, 2);
-  const int columnLabels = kMargin + Canvas::textHeight(2) + 16;
-  for (int c = 0; c < columns; ++c) {
-    const int x = left + c * kCellWidth +
-                  (kCellWidth - Canvas::textWidth(data.columns[c], 2)) / 2;
-    canvas.text(x, columnLabels, data.columns[c], kInk, 2);
-  }
-  for (int r = 0; r < rows; ++r) {
-    const int y = top + r * kCellHeight;
-    canvas.text(left - 12 - Canvas::textWidth(data.rows[r], 2),
-                y + (kCellHeight - Canvas::textHeight(2)) / 2, data.rows[r],
-                kInk, 2);
-    for (int c = 0; c < columns; ++c) {
-      const int x = left + c * kCellWidth;
-      const std::optional<double> value =
-          c < static_cast<int>(data.values[r].size()) ? data.values[r][c]
-                                                      : std::nullopt;
-      const Color fill = value ? heatColor(*value, low, high) : kEmpty;
-      canvas.fillRect(x + 1, y + 1, x + kCellWidth - 1, y + kCellHeight - 1,
-                      fill);
-      if (value) {
-        const std::string text = label(*value);
-        // Dark text on light cells, white on dark ones.
-        const int luma = (299 * fill.r + 587 * fill.g + 114 * fill.b) / 1000;
-        canvas.text(x + (kCellWidth - Canvas::textWidth(text, 2)) / 2,
-                    y + (kCellHeight - Canvas::textHeight(2)) / 2, text,
-                    luma > 140 ? kInk : Color{255, 255, 255}, 2);
+  // Text is measured on a scratch surface before the size is known.
+  cairo_surface_t *scratch =
+      cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1, 1);
+  cairo_t *measure = cairo_create(scratch);
+  double rowLabel = 0;
+  for (const std::string &row : data.rows)
+    rowLabel = std::max(rowLabel, textWidth(measure, row, kFont));
+  const double barLabel =
+      textWidth(measure, label(high) + "+ " + data.unit, kFont);
+  const double titleWidth = textWidth(measure, data.title, 13, true);
+  cairo_destroy(measure);
+  cairo_surface_destroy(scratch);
+
+  const double left = kMargin + rowLabel + 8;
+  const double top = kMargin + 22 + 18; // the title, the column labels
+  const double barLeft = left + columns * kCellWidth + 22;
+  const double width = std::max(barLeft + kBarWidth + 8 + barLabel + kMargin,
+                                kMargin + titleWidth + kMargin);
+  const double height =
+      std::max(top + rows * kCellHeight, top + kBarHeight + 34) + kMargin;
+
+  return writeFigure(path, width, height, [&](cairo_t *cr) {
+    setColor(cr, kInk);
+    drawText(cr, kMargin, kMargin + 12, data.title, 13, Align::Left,
+             /*bold=*/true);
+    for (int c = 0; c < columns; ++c)
+      drawText(cr, left + (c + 0.5) * kCellWidth, top - 6, data.columns[c],
+               kFont, Align::Center);
+    for (int r = 0; r < rows; ++r) {
+      const double y = top + r * kCellHeight;
+      setColor(cr, kInk);
+      drawText(cr, left - 8, y + kCellHeight / 2 + 3.5, data.rows[r], kFont,
+               Align::Right);
+      for (int c = 0; c < columns; ++c) {
+        const double x = left + c * kCellWidth;
+        const std::optional<double> value =
+            c < static_cast<int>(data.values[r].size()) ? data.values[r][c]
+                                                        : std::nullopt;
+        const Color fill = value ? heatColor(*value, low, high) : kEmpty;
+        setColor(cr, fill);
+        cairo_rectangle(cr, x + 0.5, y + 0.5, kCellWidth - 1, kCellHeight - 1);
+        cairo_fill(cr);
+        if (value) {
+          // Dark text on light cells, white on dark ones.
+          const int luma = (299 * fill.r + 587 * fill.g + 114 * fill.b) / 1000;
+          setColor(cr, luma > 140 ? kInk : Color{255, 255, 255});
+          drawText(cr, x + kCellWidth / 2, y + kCellHeight / 2 + 3.5,
+                   label(*value), kFont, Align::Center);
+        }
       }
     }
-  }
-
-  // The colour bar: high at the top.
-  for (int i = 0; i < kBarHeight; ++i) {
-    const double value = high - (high - low) * i / (kBarHeight - 1);
-    canvas.fillRect(barLeft, top + i, barLeft + kBarWidth, top + i + 1,
-                    heatColor(value, low, high));
-  }
-  canvas.text(barLeft + kBarWidth + 8, top,
-              label(high) + (clipped ? "+ " : " ") + data.unit, kInk, 2);
-  canvas.text(barLeft + kBarWidth + 8, top + kBarHeight - Canvas::textHeight(2),
-              label(low) + " " + data.unit, kInk, 2);
-  canvas.text(barLeft, top + kBarHeight + 12, "no value", kInk, 2);
-  canvas.fillRect(barLeft + Canvas::textWidth("no value ", 2),
-                  top + kBarHeight + 10,
-                  barLeft + Canvas::textWidth("no value ", 2) + 18,
-                  top + kBarHeight + 28, kEmpty);
-  return canvas;
+    // The colour bar: high at the top, a gradient of the scale's colours.
+    cairo_pattern_t *gradient =
+        cairo_pattern_create_linear(0, top, 0, top + kBarHeight);
+    for (int i = 0; i <= 20; ++i) {
+      const Color color = heatColor(high - (high - low) * i / 20, low, high);
+      cairo_pattern_add_color_stop_rgb(gradient, i / 20.0, color.r / 255.0,
+                                       color.g / 255.0, color.b / 255.0);
+    }
+    cairo_set_source(cr, gradient);
+    cairo_rectangle(cr, barLeft, top, kBarWidth, kBarHeight);
+    cairo_fill(cr);
+    cairo_pattern_destroy(gradient);
+    setColor(cr, kInk);
+    drawText(cr, barLeft + kBarWidth + 6, top + 8,
+             label(high) + (clipped ? "+ " : " ") + data.unit, kFont);
+    drawText(cr, barLeft + kBarWidth + 6, top + kBarHeight,
+             label(low) + " " + data.unit, kFont);
+    const double noValue = textWidth(cr, "no value ", kFont);
+    drawText(cr, barLeft, top + kBarHeight + 24, "no value", kFont);
+    setColor(cr, kEmpty);
+    cairo_rectangle(cr, barLeft + noValue, top + kBarHeight + 14, 14, 13);
+    cairo_fill(cr);
+  });
 }
 
 } // namespace tetra::plot

@@ -4,7 +4,7 @@
 // scale (low red, middle white, high blue; an empty cell grey) from the
 // lowest value to the 90th percentile (higher cells take the top colour),
 // each cell labelled with its value, a colour bar with the scale's ends and
-// unit.
+// unit; as PNG, SVG or PDF.
 // What `tetra plot --heatmap` draws of the per-linear SQNR: linears by GEMM
 // role and operand, so that the layers and GEMMs that degrade stand out.
 //
@@ -13,7 +13,7 @@
 #ifndef TETRA_RUNTIME_PLOT_HEATMAP_H
 #define TETRA_RUNTIME_PLOT_HEATMAP_H
 
-#include "runtime/plot/Canvas.h"
+#include "runtime/plot/Figure.h"
 
 #include <optional>
 #include <string>
@@ -32,8 +32,9 @@ struct HeatMapData {
 /// The colour of `value` on the scale from `low` to `high`.
 Color heatColor(double value, double low, double high);
 
-/// Draws the map (its size follows the rows and columns).
-Canvas drawHeatMap(const HeatMapData &data);
+/// Draws the map into `path` (.png, .svg or .pdf; its size follows the
+/// rows and columns).
+io::Status drawHeatMap(const HeatMapData &data, const std::string &path);
 
 } // namespace tetra::plot
 

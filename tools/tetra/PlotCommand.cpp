@@ -146,6 +146,26 @@ bool naturalLess(const std::string &a, const std::string &b) {
   return a.size() - i < b.size() - j;
 }
 
+/// The y axis's label for `metric`, with its unit.
+std::string axisLabel(const std::string &metric) {
+  std::string base = metric;
+  if (base.rfind("eval_", 0) == 0)
+    base = base.substr(5);
+  if (base == "loss")
+    return metric + " (nats per token)";
+  if (base.rfind("sqnr", 0) == 0)
+    return metric + " (dB)";
+  if (base == "lr")
+    return "learning rate";
+  if (base == "grad_norm")
+    return "gradient norm (L2, before clipping)";
+  if (base == "tokens_per_s")
+    return "tokens per second";
+  if (base == "elapsed_s")
+    return "elapsed (s)";
+  return metric;
+}
+
 /// tetra plot RUN --heatmap: the per-linear SQNR of one measured step
 /// (`step`, or the last) as linears x GEMM role and operand.
 int plotHeatMap(const std::string &run, const std::string &output,
@@ -217,7 +237,7 @@ int plotHeatMap(const std::string &run, const std::string &output,
     }
     data.values.push_back(std::move(cells));
   }
-  io::Status written = plot::drawHeatMap(data).writePng(output);
+  io::Status written = plot::drawHeatMap(data, output);
   if (!written) {
     std::fprintf(stderr, "tetra plot: error: %s\n",
                  written.error().message().c_str());
@@ -232,8 +252,8 @@ int plotHeatMap(const std::string &run, const std::string &output,
 
 int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
   std::vector<std::string> runs;
-  std::string output, metric = "loss", title, stepText;
-  bool heatMap = false;
+  std::string output, metric = "loss", title, stepText, smoothText;
+  bool heatMap = false, logY = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg(args[i]);
     auto value = [&](std::string &slot) {
@@ -257,6 +277,16 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
         return usageError("'--title' needs a text");
     } else if (arg == "--heatmap") {
       heatMap = true;
+    } else if (arg == "--log-y") {
+      logY = true;
+    } else if (arg == "--smooth") {
+      char *end = nullptr;
+      if (!value(smoothText))
+        return usageError("'--smooth' needs a weight in [0, 1)");
+      const double weight = std::strtod(smoothText.c_str(), &end);
+      if (end == smoothText.c_str() || *end || !(weight >= 0 && weight < 1))
+        return usageError("'--smooth' needs a weight in [0, 1), not '" +
+                          smoothText + "'");
     } else if (arg == "--step") {
       if (!value(stepText) || std::atoll(stepText.c_str()) <= 0)
         return usageError("'--step' needs a positive step number");
@@ -270,11 +300,17 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
     return usageError("no runs given");
   if (output.empty())
     return usageError("no output: -o curves.png");
+  if (io::Expected<plot::FigureFormat> format = plot::figureFormat(output);
+      !format)
+    return usageError(format.error().message());
   if (!stepText.empty() && !heatMap)
     return usageError("'--step' goes with --heatmap");
   if (heatMap) {
     if (runs.size() != 1)
       return usageError("--heatmap draws one run");
+    if (logY || !smoothText.empty())
+      return usageError("'--log-y' and '--smooth' go with curves, not "
+                        "--heatmap");
     return plotHeatMap(runs[0], output,
                        stepText.empty() ? 0 : std::atoll(stepText.c_str()),
                        title);
@@ -323,8 +359,10 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
   }
   plot::ChartOptions options;
   options.title = title.empty() ? metric : title;
-  options.yLabel = metric;
-  io::Status written = plot::drawLineChart(series, options).writePng(output);
+  options.yLabel = axisLabel(metric);
+  options.logY = logY;
+  options.smooth = smoothText.empty() ? 0 : std::strtod(smoothText.c_str(), nullptr);
+  io::Status written = plot::drawLineChart(series, options, output);
   if (!written) {
     std::fprintf(stderr, "tetra plot: error: %s\n",
                  written.error().message().c_str());
@@ -341,9 +379,11 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
 void tetra::driver::printPlotHelp() {
   std::printf(
       "USAGE: tetra plot RUN... -o OUT.png [--metric NAME] [--title TEXT]\n"
+      "                  [--log-y] [--smooth W]\n"
       "       tetra plot RUN --heatmap [--step N] -o OUT.png [--title TEXT]\n"
       "\n"
-      "Draws the loss curves of several runs side by side into a PNG.\n"
+      "Draws the loss curves of several runs side by side into a picture:\n"
+      "PNG, SVG or PDF, as OUT's name ends.\n"
       "\n"
       "RUN is a metrics file (JSON lines, one object per logged step with\n"
       "\"step\" and the metric, optionally \"run\" naming the curve) or a run\n"
@@ -352,11 +392,16 @@ void tetra::driver::printPlotHelp() {
       "by their folders, as given.\n"
       "\n"
       "OPTIONS\n"
-      "  -o, --output OUT.png  the picture (written atomically)\n"
+      "  -o, --output OUT      the picture, .png, .svg or .pdf (written\n"
+      "                        atomically)\n"
       "  --metric NAME         what to draw (default loss; also lr,\n"
       "                        grad_norm, sqnr_db.wgrad.dy, ...: a\n"
       "                        member of an object field by its path)\n"
       "  --title TEXT          the chart's title (default: the metric)\n"
+      "  --log-y               a logarithmic y axis\n"
+      "  --smooth W            each curve's moving average, the past weighing\n"
+      "                        W in [0, 1) (0.9: about the last 10 points),\n"
+      "                        drawn over the faint raw curve\n"
       "  --heatmap             the run's per-linear SQNR (sqnr_db_linear) as\n"
       "                        a heat map: linears x GEMM role and operand,\n"
       "                        colour = dB (low red, high blue)\n"

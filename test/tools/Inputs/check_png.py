@@ -1,4 +1,4 @@
-"""Decodes an 8-bit RGB PNG (any zlib stream) with the standard library and
+"""Decodes an 8-bit RGB PNG (any zlib stream, any row filters) with the standard library and
 prints its size and how many pixels have each given color: enough to check
 that `tetra plot` drew a real picture with the curves in it."""
 import struct
@@ -20,10 +20,32 @@ while pos < len(data):
 width, height, depth, color = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
 assert (depth, color) == (8, 2), "not 8-bit RGB"
 raw = zlib.decompress(chunks[b"IDAT"])
-assert len(raw) == height * (width * 3 + 1), "wrong amount of pixel data"
+stride = width * 3
+assert len(raw) == height * (stride + 1), "wrong amount of pixel data"
+# Undo each row's filter (PNG's five: none, sub, up, average, Paeth).
+rows, previous = [], bytearray(stride)
+for r in range(height):
+    kind, row = raw[r * (stride + 1)], bytearray(raw[r * (stride + 1) + 1:][:stride])
+    for i in range(stride):
+        a = row[i - 3] if i >= 3 else 0
+        b = previous[i]
+        c = previous[i - 3] if i >= 3 else 0
+        if kind == 1:
+            row[i] = (row[i] + a) & 255
+        elif kind == 2:
+            row[i] = (row[i] + b) & 255
+        elif kind == 3:
+            row[i] = (row[i] + (a + b) // 2) & 255
+        elif kind == 4:
+            p = a + b - c
+            pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            row[i] = (row[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        else:
+            assert kind == 0, "unknown filter %d" % kind
+    rows.append(bytes(row))
+    previous = row
 print("png %dx%d" % (width, height))
 for spec in sys.argv[2:]:
     rgb = bytes(int(v) for v in spec.split(","))
-    count = sum(raw[r * (width * 3 + 1) + 1:][:width * 3][i:i + 3] == rgb
-                for r in range(height) for i in range(0, width * 3, 3))
+    count = sum(row[i:i + 3] == rgb for row in rows for i in range(0, stride, 3))
     print("color %s: %s" % (spec, "present" if count > 50 else "absent"))
