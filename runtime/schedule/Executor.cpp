@@ -138,6 +138,18 @@ io::Status StepExecutor::checkRange(int begin, int end) const {
   return io::success();
 }
 
+io::Expected<backend::Scalar>
+StepExecutor::boundValue(int l, const std::string &name) const {
+  auto value = scalars_.find(name);
+  if (value == scalars_.end()) {
+    const Launch &launch = schedule_.launches[l];
+    return io::Error("launch " + std::to_string(l) + " (" + launch.kernel +
+                     ", " + launch.origin + "): scalar '" + name +
+                     "' is not set");
+  }
+  return value->second;
+}
+
 io::Status StepExecutor::resolve(int l, std::vector<backend::Buffer> &arguments,
                                  std::vector<backend::Scalar> &scalars) const {
   const Launch &launch = schedule_.launches[l];
@@ -146,12 +158,10 @@ io::Status StepExecutor::resolve(int l, std::vector<backend::Buffer> &arguments,
     arguments.push_back(buffers_[buffer]);
   scalars = launch.scalars;
   for (const auto &[position, name] : launch.boundScalars) {
-    auto value = scalars_.find(name);
-    if (value == scalars_.end())
-      return io::Error("launch " + std::to_string(l) + " (" + launch.kernel +
-                       ", " + launch.origin + "): scalar '" + name +
-                       "' is not set");
-    scalars[position] = value->second;
+    io::Expected<backend::Scalar> value = boundValue(l, name);
+    if (!value)
+      return value.error();
+    scalars[position] = *value;
   }
   return io::success();
 }
@@ -189,16 +199,14 @@ io::Status StepExecutor::run(int begin, int end, backend::Stream stream) {
   for (int l = begin; l < end; ++l) {
     const Launch &launch = schedule_.launches[l];
     for (const auto &[position, name] : launch.boundScalars) {
-      auto value = scalars_.find(name);
-      if (value == scalars_.end())
-        return io::Error("launch " + std::to_string(l) + " (" + launch.kernel +
-                         ", " + launch.origin + "): scalar '" + name +
-                         "' is not set");
+      io::Expected<backend::Scalar> value = boundValue(l, name);
+      if (!value)
+        return value.error();
       backend::Scalar &last = recorded.scalars[l - begin][position];
-      if (sameScalar(last, value->second))
+      if (sameScalar(last, *value))
         continue;
-      last = value->second;
-      changes.push_back({l - begin, position, value->second});
+      last = *value;
+      changes.push_back({l - begin, position, *value});
     }
   }
   int refused = -1;

@@ -94,6 +94,10 @@ private:
   /// A valid range with every buffer bound, else the error.
   io::Status checkRange(int begin, int end) const;
   /// Launch `l`'s buffers and scalars, run-time scalars filled in.
+  /// The value set for launch l's bound scalar `name`; an error naming
+  /// the launch where none is.
+  io::Expected<backend::Scalar> boundValue(int l,
+                                           const std::string &name) const;
   io::Status resolve(int l, std::vector<backend::Buffer> &arguments,
                      std::vector<backend::Scalar> &scalars) const;
   /// Releases every recorded range (before a rebinding or the end).
