@@ -155,6 +155,19 @@ struct Schedule {
 /// Greedy best fit, largest buffers first: deterministic.
 void planMemory(Schedule &schedule, int64_t alignment = 64);
 
+/// Recomputes cheap activations in the backward instead of keeping them
+/// from the forward: an output of 1 MiB or more of an RMSNorm or of a
+/// compiled elementwise kernel (no run-time scalars) in the loss phase,
+/// read in the gradients phase, whose launch's inputs the gradients phase
+/// keeps anyway (or recomputes too), is written again by a copy of its
+/// launch right before its first read there (a fresh temporary, "NAME.again";
+/// the backward reads that). The forward's output then dies with the
+/// forward, so the memory plan's peak (the backward's start) drops; the
+/// kernels are deterministic, so every value is the same. Returns the
+/// launches added (the gradients and update phases move by as many). Run
+/// before planMemory.
+int rematerializeCheapLaunches(Schedule &schedule);
+
 /// Checks a schedule: buffer indices in range, shapes non-negative,
 /// temporaries planned inside the arena without live overlaps, and — when a
 /// signature is known for a launch's kernel — argument counts and kinds.

@@ -329,6 +329,107 @@ TEST(StepExecutor, RunsLibraryKernelsInOrder) {
     ASSERT_TRUE(static_cast<bool>(cpu.free(b)));
 }
 
+/// y = rmsnorm(x) feeds the forward and, after two backward launches whose
+/// temporaries are live together, the backward: rematerializeCheapLaunches
+/// runs the RMSNorm again right before the backward's read, y dies with the
+/// forward, the arena shrinks (two slots of 1 MiB where three were live),
+/// and the backward's result is the same bits.
+TEST(Rematerialize, RecomputesAnRMSNormForTheBackward) {
+  const int64_t rows = 512, dim = 512; // y: 1 MiB
+  auto make = [&] {
+    Schedule schedule;
+    schedule.name = "remat";
+    schedule.buffers = {bound("x", BufferRole::Input, {rows, dim}),
+                        bound("w", BufferRole::Parameter, {dim}),
+                        temporary("y", {rows, dim}),
+                        temporary("rstd", {rows}),
+                        temporary("s", {rows, dim}),
+                        bound("loss", BufferRole::Output, {rows, dim}),
+                        temporary("t", {rows, dim}),
+                        bound("grad", BufferRole::Output, {rows, dim})};
+    const Scalar n = Scalar::integer(rows * dim);
+    schedule.launches = {
+        makeLaunch(
+            "rmsnorm.forward", {0, 1, 2, 3},
+            {Scalar::integer(rows), Scalar::integer(dim), Scalar::real(1e-5)},
+            "norm"),
+        makeLaunch("silu.forward", {2, 5}, {n}, "loss"),
+        makeLaunch("silu.forward", {0, 6}, {n}, "backward, first"),
+        makeLaunch("silu.forward", {6, 4}, {n}, "backward, second"),
+        makeLaunch("silu.forward", {2, 7}, {n}, "backward, reads y")};
+    schedule.phases = {/*forwardEnd=*/2, /*gradientsEnd=*/5,
+                       /*updateBegin=*/5};
+    return schedule;
+  };
+  Schedule kept = make(), recomputed = make();
+  EXPECT_EQ(rematerializeCheapLaunches(recomputed), 1);
+  planMemory(kept);
+  planMemory(recomputed);
+  ASSERT_EQ(recomputed.launches.size(), 6u);
+  EXPECT_EQ(recomputed.launches[4].kernel, "rmsnorm.forward");
+  EXPECT_EQ(recomputed.buffers[recomputed.launches[4].buffers[2]].name,
+            "y.again");
+  EXPECT_EQ(recomputed.launches[5].buffers[0],
+            recomputed.launches[4].buffers[2]);
+  EXPECT_EQ(recomputed.launches[3].buffers, kept.launches[3].buffers);
+  EXPECT_EQ(recomputed.phases.forwardEnd, 2);
+  EXPECT_EQ(recomputed.phases.gradientsEnd, 6);
+  EXPECT_EQ(recomputed.phases.updateBegin, 6);
+  EXPECT_LT(recomputed.arenaBytes, kept.arenaBytes);
+  ASSERT_TRUE(static_cast<bool>(validate(recomputed)));
+
+  backend::CpuBackend cpu(2);
+  backend::Module library = *cpu.loadModule(
+      backend::CodeObject::cpuTable(kernels::libraryKernels(), "library"));
+  std::vector<float> x(rows * dim), w(dim);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(0.37f * i) * 3;
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = 0.5f + 0.01f * i;
+  std::vector<std::vector<float>> grads;
+  for (Schedule *schedule : {&kept, &recomputed}) {
+    auto step = StepExecutor::create(cpu, *schedule, {library});
+    ASSERT_TRUE(static_cast<bool>(step)) << step.error().message();
+    backend::Buffer xb = *cpu.allocate(x.size() * 4),
+                    wb = *cpu.allocate(dim * 4),
+                    lb = *cpu.allocate(x.size() * 4),
+                    gb = *cpu.allocate(x.size() * 4);
+    ASSERT_TRUE(
+        static_cast<bool>(cpu.copyToDevice(xb, x.data(), x.size() * 4)));
+    ASSERT_TRUE(static_cast<bool>(cpu.copyToDevice(wb, w.data(), dim * 4)));
+    for (auto [name, buffer] : {std::pair{"x", xb}, {"w", wb}, {"loss", lb},
+                                {"grad", gb}})
+      ASSERT_TRUE(static_cast<bool>((*step)->bind(name, buffer)));
+    ASSERT_TRUE(static_cast<bool>((*step)->run()));
+    ASSERT_TRUE(static_cast<bool>(cpu.synchronize()));
+    grads.emplace_back(x.size());
+    ASSERT_TRUE(static_cast<bool>(
+        cpu.copyToHost(grads.back().data(), gb, x.size() * 4)));
+    ASSERT_TRUE(static_cast<bool>(cpu.synchronize()));
+    for (backend::Buffer b : {xb, wb, lb, gb})
+      ASSERT_TRUE(static_cast<bool>(cpu.free(b)));
+  }
+  EXPECT_EQ(grads[0], grads[1]);
+  EXPECT_NE(grads[0][1], 0.0f);
+}
+
+/// A small output stays: a launch for it is not worth its bytes.
+TEST(Rematerialize, LeavesSmallOutputs) {
+  Schedule schedule;
+  schedule.buffers = {bound("x", BufferRole::Input, {4, 8}),
+                      bound("w", BufferRole::Parameter, {8}),
+                      temporary("y", {4, 8}), temporary("rstd", {4}),
+                      bound("grad", BufferRole::Output, {4, 8})};
+  schedule.launches = {
+      makeLaunch("rmsnorm.forward", {0, 1, 2, 3},
+                 {Scalar::integer(4), Scalar::integer(8), Scalar::real(1e-5)},
+                 "norm"),
+      makeLaunch("silu.forward", {2, 4}, {Scalar::integer(32)}, "backward")};
+  schedule.phases = {1, 2, 2};
+  EXPECT_EQ(rematerializeCheapLaunches(schedule), 0);
+  EXPECT_EQ(schedule.launches.size(), 2u);
+}
+
 /// A NaN in the input shows up first in rmsnorm's output: the checked run
 /// names that buffer, the launch and its origin; a plain run just runs.
 TEST(StepExecutor, CheckedRunNamesTheFirstNonFiniteLaunch) {
