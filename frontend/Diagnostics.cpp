@@ -5,6 +5,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <cstdio>
+
 using namespace tetra::frontend;
 
 bool DiagnosticEngine::overLimit() {
@@ -106,4 +108,10 @@ unsigned tetra::frontend::loadSourceFile(llvm::SourceMgr &sourceMgr,
     return 0;
   }
   return sourceMgr.AddNewSourceBuffer(std::move(*buffer), includedFrom);
+}
+
+std::string tetra::frontend::formatNumber(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%g", value);
+  return buffer;
 }

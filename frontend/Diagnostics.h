@@ -72,6 +72,9 @@ private:
 std::string closestMatch(llvm::StringRef name,
                          llvm::ArrayRef<std::string> candidates);
 
+/// A number as messages quote it: printf's %g (six significant digits).
+std::string formatNumber(double value);
+
 /// Loads `path` into `sourceMgr`, reporting a missing or unreadable file
 /// (cited at `includedFrom` when it comes from another file). Returns the
 /// buffer id, or 0 on failure.

@@ -45,12 +45,6 @@ bool isSymbolicDimName(llvm::StringRef name) {
   return name == "batch" || name == "seq";
 }
 
-std::string formatNumber(double value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%.6g", value);
-  return buffer;
-}
-
 /// "layers.3.attn.wq" -> "layers.*.attn.wq": the copies of a declaration.
 std::string wildcardIndices(llvm::StringRef name) {
   llvm::SmallVector<llvm::StringRef> segments;
