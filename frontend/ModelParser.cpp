@@ -12,6 +12,7 @@
 #include "frontend/ModelAST.h"
 
 #include "frontend/Lexer.h"
+#include "frontend/ParserBase.h"
 
 using namespace tetra::frontend;
 using namespace tetra::frontend::modelast;
@@ -46,12 +47,10 @@ namespace {
 /// tree (the elaborator's, the destructors') can exhaust the stack.
 constexpr unsigned kMaxNesting = 100;
 
-class Parser {
+class Parser : ParserBase {
 public:
   Parser(DiagnosticEngine &diags, unsigned bufferId)
-      : diags(diags), lexer(diags, bufferId) {
-    tok = lexer.next();
-  }
+      : ParserBase(diags, bufferId) {}
 
   std::unique_ptr<ModelFile> parseFile();
 
@@ -60,32 +59,10 @@ private:
   // Tokens and errors
   //===--------------------------------------------------------------------===//
 
-  void consume() {
-    previousEnd = tok.getRange().End;
-    tok = lexer.next();
-  }
-  bool consumeIf(TokenKind kind) {
-    if (!tok.is(kind))
-      return false;
-    consume();
-    return true;
-  }
-  /// Reports `message` at the current token, unless the lexer already
-  /// reported that token.
+  using ParserBase::error;
+  /// Reports `message` at the current token (ParserBase::error).
   void error(const llvm::Twine &message, const llvm::Twine &hint = {}) {
-    errorAt(tok, message, hint);
-  }
-  void errorAt(const Token &at, const llvm::Twine &message,
-               const llvm::Twine &hint = {}) {
-    if (at.is(TokenKind::Error))
-      return;
-    // At the end of the file, point just past the last token rather than
-    // at the (often empty) last line.
-    if (at.is(TokenKind::EndOfFile) && previousEnd.isValid()) {
-      diags.error(previousEnd, message + " at the end of the file", {}, hint);
-      return;
-    }
-    diags.error(at.getLoc(), message, at.getRange(), hint);
+    error(token, message, hint);
   }
   /// Consumes a token of `kind`, or reports "expected <kind> <context>".
   bool expect(TokenKind kind, const llvm::Twine &context) {
@@ -104,12 +81,12 @@ private:
   /// `config {`, `params {` at the start of a line): inside a block, the
   /// sign of a missing '}'.
   bool atItemStart() {
-    if (!tok.startsLine || !tok.is(TokenKind::Identifier))
+    if (!token.startsLine || !token.is(TokenKind::Identifier))
       return false;
     const Token &next = lexer.peek();
-    if (tok.spelling == "def")
+    if (token.spelling == "def")
       return next.is(TokenKind::Identifier);
-    return (tok.spelling == "config" || tok.spelling == "params") &&
+    return (token.spelling == "config" || token.spelling == "params") &&
            next.is(TokenKind::LBrace);
   }
 
@@ -153,27 +130,23 @@ private:
   /// Returns `expr`, or null after an error when it nests too deeply.
   ExprPtr checkDepth(ExprPtr expr);
 
-  DiagnosticEngine &diags;
-  Lexer lexer;
-  Token tok;
-  llvm::SMLoc previousEnd;
   /// Recursion depth of parseExpr / parseUnary.
   unsigned exprNesting = 0;
 };
 
 void Parser::recover(llvm::SMLoc start) {
   int depth = 0;
-  while (!tok.is(TokenKind::EndOfFile)) {
-    if (depth == 0 && tok.is(TokenKind::RBrace))
+  while (!token.is(TokenKind::EndOfFile)) {
+    if (depth == 0 && token.is(TokenKind::RBrace))
       return;
-    if (depth == 0 && tok.startsLine && tok.getLoc() != start)
+    if (depth == 0 && token.startsLine && token.getLoc() != start)
       return;
-    if (tok.is(TokenKind::LBrace) || tok.is(TokenKind::LParen) ||
-        tok.is(TokenKind::LBracket))
+    if (token.is(TokenKind::LBrace) || token.is(TokenKind::LParen) ||
+        token.is(TokenKind::LBracket))
       ++depth;
     else if (depth > 0 &&
-             (tok.is(TokenKind::RBrace) || tok.is(TokenKind::RParen) ||
-              tok.is(TokenKind::RBracket)))
+             (token.is(TokenKind::RBrace) || token.is(TokenKind::RParen) ||
+              token.is(TokenKind::RBracket)))
       --depth;
     consume();
   }
@@ -182,8 +155,8 @@ void Parser::recover(llvm::SMLoc start) {
 void Parser::recoverToItem(llvm::SMLoc start) {
   // Braces are not counted: an item keyword at the start of a line is a
   // safer place to resume than whatever an unbalanced '{' suggests.
-  while (!tok.is(TokenKind::EndOfFile) &&
-         (tok.getLoc() == start || !atItemStart()))
+  while (!token.is(TokenKind::EndOfFile) &&
+         (token.getLoc() == start || !atItemStart()))
     consume();
 }
 
@@ -194,31 +167,31 @@ void Parser::recoverToItem(llvm::SMLoc start) {
 std::unique_ptr<ModelFile> Parser::parseFile() {
   unsigned errorsBefore = diags.errorCount();
   auto file = std::make_unique<ModelFile>();
-  if (!tok.isIdentifier("model")) {
-    if (tok.is(TokenKind::EndOfFile))
+  if (!token.isIdentifier("model")) {
+    if (token.is(TokenKind::EndOfFile))
       error("empty model file: expected 'model NAME'");
-    else if (tok.isIdentifier("policy") || tok.isIdentifier("run"))
+    else if (token.isIdentifier("policy") || token.isIdentifier("run"))
       error("expected 'model' at the start of a model file, but this is a " +
-            tok.spelling + " file");
-    else if (tok.is(TokenKind::Identifier) &&
-             !closestMatch(tok.spelling, {"model"}).empty())
+            token.spelling + " file");
+    else if (token.is(TokenKind::Identifier) &&
+             !closestMatch(token.spelling, {"model"}).empty())
       error("expected 'model' at the start of a model file",
             "did you mean 'model'?");
     else
       error("expected 'model' at the start of a model file");
     return nullptr;
   }
-  file->loc = tok.getLoc();
+  file->loc = token.getLoc();
   consume();
-  if (!tok.is(TokenKind::Identifier)) {
+  if (!token.is(TokenKind::Identifier)) {
     error("expected the model's name after 'model'");
     return nullptr;
   }
-  file->name = tok.spelling.str();
-  file->nameRange = tok.getRange();
+  file->name = token.spelling.str();
+  file->nameRange = token.getRange();
   consume();
-  while (!tok.is(TokenKind::EndOfFile)) {
-    llvm::SMLoc start = tok.getLoc();
+  while (!token.is(TokenKind::EndOfFile)) {
+    llvm::SMLoc start = token.getLoc();
     if (!parseItem(*file))
       recoverToItem(start);
   }
@@ -228,21 +201,21 @@ std::unique_ptr<ModelFile> Parser::parseFile() {
 }
 
 bool Parser::parseItem(ModelFile &file) {
-  if (tok.isIdentifier("config")) {
+  if (token.isIdentifier("config")) {
     std::optional<ConfigBlock> config = parseConfig();
     if (!config)
       return false;
     file.items.emplace_back(std::move(*config));
     return true;
   }
-  if (tok.isIdentifier("params")) {
+  if (token.isIdentifier("params")) {
     std::optional<ParamsBlock> params = parseParams();
     if (!params)
       return false;
     file.items.emplace_back(std::move(*params));
     return true;
   }
-  if (tok.isIdentifier("def")) {
+  if (token.isIdentifier("def")) {
     std::optional<FunctionDef> def = parseDef();
     if (!def)
       return false;
@@ -250,8 +223,8 @@ bool Parser::parseItem(ModelFile &file) {
     return true;
   }
   std::string hint;
-  if (tok.is(TokenKind::Identifier)) {
-    std::string close = closestMatch(tok.spelling, {"config", "params", "def"});
+  if (token.is(TokenKind::Identifier)) {
+    std::string close = closestMatch(token.spelling, {"config", "params", "def"});
     if (!close.empty())
       hint = "did you mean '" + close + "'?";
   }
@@ -262,25 +235,25 @@ bool Parser::parseItem(ModelFile &file) {
 
 std::optional<ConfigBlock> Parser::parseConfig() {
   ConfigBlock config;
-  config.loc = tok.getLoc();
+  config.loc = token.getLoc();
   consume();
-  llvm::SMLoc open = tok.getLoc();
+  llvm::SMLoc open = token.getLoc();
   if (!expect(TokenKind::LBrace, "after 'config'"))
     return std::nullopt;
-  while (!tok.is(TokenKind::RBrace)) {
-    if (tok.is(TokenKind::EndOfFile) || atItemStart()) {
+  while (!token.is(TokenKind::RBrace)) {
+    if (token.is(TokenKind::EndOfFile) || atItemStart()) {
       errorUnclosed(open, "the 'config' block");
       return config;
     }
-    llvm::SMLoc start = tok.getLoc();
-    if (!tok.is(TokenKind::Identifier)) {
+    llvm::SMLoc start = token.getLoc();
+    if (!token.is(TokenKind::Identifier)) {
       error("expected a constant (NAME = value) or '}' in the 'config' block");
       recover(start);
       continue;
     }
     ConstantDecl constant;
-    constant.name = tok.spelling.str();
-    constant.nameRange = tok.getRange();
+    constant.name = token.spelling.str();
+    constant.nameRange = token.getRange();
     consume();
     if (!expect(TokenKind::Equal,
                 "after constant name '" + constant.name + "'")) {
@@ -300,18 +273,18 @@ std::optional<ConfigBlock> Parser::parseConfig() {
 
 std::optional<ParamsBlock> Parser::parseParams() {
   ParamsBlock params;
-  params.loc = tok.getLoc();
+  params.loc = token.getLoc();
   consume();
-  llvm::SMLoc open = tok.getLoc();
+  llvm::SMLoc open = token.getLoc();
   if (!expect(TokenKind::LBrace, "after 'params'"))
     return std::nullopt;
-  while (!tok.is(TokenKind::RBrace)) {
-    if (tok.is(TokenKind::EndOfFile) ||
-        (tok.isIdentifier("def") && atItemStart())) {
+  while (!token.is(TokenKind::RBrace)) {
+    if (token.is(TokenKind::EndOfFile) ||
+        (token.isIdentifier("def") && atItemStart())) {
       errorUnclosed(open, "the 'params' block");
       return params;
     }
-    llvm::SMLoc start = tok.getLoc();
+    llvm::SMLoc start = token.getLoc();
     if (!parseParamItem(params.items, 1))
       recover(start);
   }
@@ -320,14 +293,14 @@ std::optional<ParamsBlock> Parser::parseParams() {
 }
 
 bool Parser::parseParamItem(std::vector<ParamItem> &items, unsigned nesting) {
-  if (!tok.is(TokenKind::Identifier)) {
+  if (!token.is(TokenKind::Identifier)) {
     error("expected a parameter (NAME: [shape]), a group (NAME { ... }) or "
           "'}'");
     return false;
   }
   ParamItem item;
-  item.name = tok.spelling.str();
-  item.nameRange = tok.getRange();
+  item.name = token.spelling.str();
+  item.nameRange = token.getRange();
   consume();
 
   if (consumeIf(TokenKind::Colon)) {
@@ -346,19 +319,19 @@ bool Parser::parseParamItem(std::vector<ParamItem> &items, unsigned nesting) {
   }
 
   item.kind = ParamItem::Kind::Group;
-  if (tok.is(TokenKind::LBracket)) {
+  if (token.is(TokenKind::LBracket)) {
     // `layers[n] { ... }` or a parameter missing its ':' (`wq [dim, dim]`).
-    Token bracket = tok;
+    Token bracket = token;
     std::optional<ShapeAST> copies = parseShape("");
     if (!copies)
       return false;
-    if (copies->dims.size() != 1 || !tok.is(TokenKind::LBrace)) {
-      errorAt(bracket, "expected ':' after parameter name '" + item.name + "'");
+    if (copies->dims.size() != 1 || !token.is(TokenKind::LBrace)) {
+      error(bracket, "expected ':' after parameter name '" + item.name + "'");
       return false;
     }
     item.count = std::move(copies->dims.front());
   }
-  if (!tok.is(TokenKind::LBrace)) {
+  if (!token.is(TokenKind::LBrace)) {
     error("expected ':' after parameter name '" + item.name + "'");
     return false;
   }
@@ -368,7 +341,7 @@ bool Parser::parseParamItem(std::vector<ParamItem> &items, unsigned nesting) {
           " levels of operators, calls and parentheses");
     return false;
   }
-  llvm::SMLoc open = tok.getLoc();
+  llvm::SMLoc open = token.getLoc();
   consume();
   if (!parseGroupBody(item, open, nesting))
     return false;
@@ -378,13 +351,13 @@ bool Parser::parseParamItem(std::vector<ParamItem> &items, unsigned nesting) {
 
 bool Parser::parseGroupBody(ParamItem &group, llvm::SMLoc open,
                             unsigned nesting) {
-  while (!tok.is(TokenKind::RBrace)) {
-    if (tok.is(TokenKind::EndOfFile) ||
-        (tok.isIdentifier("def") && atItemStart())) {
+  while (!token.is(TokenKind::RBrace)) {
+    if (token.is(TokenKind::EndOfFile) ||
+        (token.isIdentifier("def") && atItemStart())) {
       errorUnclosed(open, "group '" + group.name + "'");
       return false;
     }
-    llvm::SMLoc start = tok.getLoc();
+    llvm::SMLoc start = token.getLoc();
     if (!parseParamItem(group.members, nesting + 1))
       recover(start);
   }
@@ -394,10 +367,10 @@ bool Parser::parseGroupBody(ParamItem &group, llvm::SMLoc open,
 
 std::optional<ShapeAST> Parser::parseShape(const llvm::Twine &context) {
   ShapeAST shape;
-  llvm::SMLoc open = tok.getLoc();
+  llvm::SMLoc open = token.getLoc();
   if (!expect(TokenKind::LBracket, context))
     return std::nullopt;
-  if (!tok.is(TokenKind::RBracket)) {
+  if (!token.is(TokenKind::RBracket)) {
     do {
       ExprPtr dim = parseExpr();
       if (!dim)
@@ -405,7 +378,7 @@ std::optional<ShapeAST> Parser::parseShape(const llvm::Twine &context) {
       shape.dims.push_back(std::move(dim));
     } while (consumeIf(TokenKind::Comma));
   }
-  if (!tok.is(TokenKind::RBracket)) {
+  if (!token.is(TokenKind::RBracket)) {
     error("expected ',' or ']' in a shape");
     return std::nullopt;
   }
@@ -415,16 +388,16 @@ std::optional<ShapeAST> Parser::parseShape(const llvm::Twine &context) {
 }
 
 std::optional<InitializerAST> Parser::parseInitializer() {
-  if (!tok.is(TokenKind::Identifier)) {
+  if (!token.is(TokenKind::Identifier)) {
     error("expected an initializer after '=' (normal(std = ...), zeros or "
           "ones)");
     return std::nullopt;
   }
   InitializerAST init;
-  init.name = tok.spelling.str();
-  init.nameRange = tok.getRange();
+  init.name = token.spelling.str();
+  init.nameRange = token.getRange();
   consume();
-  if (tok.is(TokenKind::LParen) && !tok.startsLine) {
+  if (token.is(TokenKind::LParen) && !token.startsLine) {
     init.hasParens = true;
     consume();
     if (!parseCallArgs(init.args))
@@ -439,27 +412,27 @@ std::optional<InitializerAST> Parser::parseInitializer() {
 
 std::optional<FunctionDef> Parser::parseDef() {
   FunctionDef def;
-  def.defLoc = tok.getLoc();
+  def.defLoc = token.getLoc();
   consume();
-  if (!tok.is(TokenKind::Identifier)) {
+  if (!token.is(TokenKind::Identifier)) {
     error("expected a function name after 'def'");
     return std::nullopt;
   }
-  def.name = tok.spelling.str();
-  def.nameRange = tok.getRange();
+  def.name = token.spelling.str();
+  def.nameRange = token.getRange();
   consume();
   if (!expect(TokenKind::LParen, "after function name '" + def.name + "'"))
     return std::nullopt;
-  if (!tok.is(TokenKind::RParen)) {
+  if (!token.is(TokenKind::RParen)) {
     do {
-      if (!tok.is(TokenKind::Identifier)) {
+      if (!token.is(TokenKind::Identifier)) {
         error("expected an argument name in the signature of '" + def.name +
               "'");
         return std::nullopt;
       }
       ArgumentDecl arg;
-      arg.name = tok.spelling.str();
-      arg.nameRange = tok.getRange();
+      arg.name = token.spelling.str();
+      arg.nameRange = token.getRange();
       consume();
       if (!expect(TokenKind::Colon, "after argument name '" + arg.name + "'"))
         return std::nullopt;
@@ -486,17 +459,17 @@ std::optional<FunctionDef> Parser::parseDef() {
 
 std::optional<TypeAST> Parser::parseType(const llvm::Twine &context) {
   TypeAST type;
-  type.loc = tok.getLoc();
-  if (tok.isIdentifier("f32"))
+  type.loc = token.getLoc();
+  if (token.isIdentifier("f32"))
     type.element = ElementType::F32;
-  else if (tok.isIdentifier("bf16"))
+  else if (token.isIdentifier("bf16"))
     type.element = ElementType::BF16;
-  else if (tok.isIdentifier("i32"))
+  else if (token.isIdentifier("i32"))
     type.element = ElementType::I32;
   else {
     std::string hint;
-    if (tok.is(TokenKind::Identifier)) {
-      std::string close = closestMatch(tok.spelling, {"f32", "bf16", "i32"});
+    if (token.is(TokenKind::Identifier)) {
+      std::string close = closestMatch(token.spelling, {"f32", "bf16", "i32"});
       if (!close.empty())
         hint = "did you mean '" + close + "'?";
     }
@@ -514,15 +487,15 @@ std::optional<TypeAST> Parser::parseType(const llvm::Twine &context) {
 
 bool Parser::parseBlock(std::vector<StmtPtr> &body, const std::string &what,
                         unsigned nesting) {
-  llvm::SMLoc open = tok.getLoc();
+  llvm::SMLoc open = token.getLoc();
   if (!expect(TokenKind::LBrace, "to start " + what))
     return false;
-  while (!tok.is(TokenKind::RBrace)) {
-    if (tok.is(TokenKind::EndOfFile) || atItemStart()) {
+  while (!token.is(TokenKind::RBrace)) {
+    if (token.is(TokenKind::EndOfFile) || atItemStart()) {
       errorUnclosed(open, what);
       return false;
     }
-    llvm::SMLoc start = tok.getLoc();
+    llvm::SMLoc start = token.getLoc();
     StmtPtr stmt = parseStatement(nesting);
     if (!stmt) {
       recover(start);
@@ -535,13 +508,13 @@ bool Parser::parseBlock(std::vector<StmtPtr> &body, const std::string &what,
 }
 
 StmtPtr Parser::parseStatement(unsigned nesting) {
-  if (!tok.is(TokenKind::Identifier)) {
+  if (!token.is(TokenKind::Identifier)) {
     error("expected a statement (NAME = value, 'for' or 'return')");
     return nullptr;
   }
   const Token &next = lexer.peek();
   if (next.is(TokenKind::Equal)) {
-    Token name = tok;
+    Token name = token;
     consume();
     consume();
     ExprPtr value = parseExpr();
@@ -550,28 +523,28 @@ StmtPtr Parser::parseStatement(unsigned nesting) {
     return std::make_unique<AssignStmt>(name.spelling, name.getRange(),
                                         std::move(value));
   }
-  if (tok.isIdentifier("for") && next.is(TokenKind::Identifier))
+  if (token.isIdentifier("for") && next.is(TokenKind::Identifier))
     return parseFor(nesting);
-  if (tok.isIdentifier("return")) {
-    llvm::SMLoc loc = tok.getLoc();
+  if (token.isIdentifier("return")) {
+    llvm::SMLoc loc = token.getLoc();
     consume();
     ExprPtr value = parseExpr();
     if (!value)
       return nullptr;
     return std::make_unique<ReturnStmt>(loc, std::move(value));
   }
-  Token name = tok;
+  Token name = token;
   consume();
   error("expected '=' after '" + name.spelling + "'");
   return nullptr;
 }
 
 StmtPtr Parser::parseFor(unsigned nesting) {
-  llvm::SMLoc forLoc = tok.getLoc();
+  llvm::SMLoc forLoc = token.getLoc();
   consume();
-  Token var = tok;
+  Token var = token;
   consume();
-  if (!tok.isIdentifier("in")) {
+  if (!token.isIdentifier("in")) {
     error("expected 'in' after loop variable '" + var.spelling + "'");
     return nullptr;
   }
@@ -612,7 +585,7 @@ ExprPtr Parser::checkDepth(ExprPtr expr) {
 
 ExprPtr Parser::parseExpr() {
   if (exprNesting >= kMaxNesting) {
-    errorTooDeep(tok.getLoc());
+    errorTooDeep(token.getLoc());
     return nullptr;
   }
   ++exprNesting;
@@ -623,9 +596,9 @@ ExprPtr Parser::parseExpr() {
 
 ExprPtr Parser::parseAdditive() {
   ExprPtr lhs = parseMultiplicative();
-  while (lhs && (tok.is(TokenKind::Plus) || tok.is(TokenKind::Minus))) {
-    BinaryOp op = tok.is(TokenKind::Plus) ? BinaryOp::Add : BinaryOp::Sub;
-    llvm::SMLoc opLoc = tok.getLoc();
+  while (lhs && (token.is(TokenKind::Plus) || token.is(TokenKind::Minus))) {
+    BinaryOp op = token.is(TokenKind::Plus) ? BinaryOp::Add : BinaryOp::Sub;
+    llvm::SMLoc opLoc = token.getLoc();
     consume();
     ExprPtr rhs = parseMultiplicative();
     if (!rhs)
@@ -638,12 +611,12 @@ ExprPtr Parser::parseAdditive() {
 
 ExprPtr Parser::parseMultiplicative() {
   ExprPtr lhs = parseUnary();
-  while (lhs && (tok.is(TokenKind::Star) || tok.is(TokenKind::Slash) ||
-                 tok.is(TokenKind::Percent))) {
-    BinaryOp op = tok.is(TokenKind::Star)    ? BinaryOp::Mul
-                  : tok.is(TokenKind::Slash) ? BinaryOp::Div
+  while (lhs && (token.is(TokenKind::Star) || token.is(TokenKind::Slash) ||
+                 token.is(TokenKind::Percent))) {
+    BinaryOp op = token.is(TokenKind::Star)    ? BinaryOp::Mul
+                  : token.is(TokenKind::Slash) ? BinaryOp::Div
                                              : BinaryOp::Rem;
-    llvm::SMLoc opLoc = tok.getLoc();
+    llvm::SMLoc opLoc = token.getLoc();
     consume();
     ExprPtr rhs = parseUnary();
     if (!rhs)
@@ -655,13 +628,13 @@ ExprPtr Parser::parseMultiplicative() {
 }
 
 ExprPtr Parser::parseUnary() {
-  if (!tok.is(TokenKind::Minus))
+  if (!token.is(TokenKind::Minus))
     return parsePostfix();
   if (exprNesting >= kMaxNesting) {
-    errorTooDeep(tok.getLoc());
+    errorTooDeep(token.getLoc());
     return nullptr;
   }
-  llvm::SMLoc minus = tok.getLoc();
+  llvm::SMLoc minus = token.getLoc();
   consume();
   ++exprNesting;
   ExprPtr operand = parseUnary();
@@ -675,14 +648,14 @@ ExprPtr Parser::parsePostfix() {
   ExprPtr expr = parsePrimary();
   while (expr) {
     // A call's '(' and an index's '[' must be on the callee's line.
-    if (tok.is(TokenKind::LParen) && !tok.startsLine) {
+    if (token.is(TokenKind::LParen) && !token.startsLine) {
       consume();
       std::vector<CallArg> args;
       if (!parseCallArgs(args))
         return nullptr;
       expr = checkDepth(std::make_unique<CallExpr>(
           std::move(expr), std::move(args), previousEnd));
-    } else if (tok.is(TokenKind::LBracket) && !tok.startsLine) {
+    } else if (token.is(TokenKind::LBracket) && !token.startsLine) {
       consume();
       ExprPtr index = parseExpr();
       if (!index)
@@ -691,13 +664,13 @@ ExprPtr Parser::parsePostfix() {
         return nullptr;
       expr = checkDepth(std::make_unique<IndexExpr>(
           std::move(expr), std::move(index), previousEnd));
-    } else if (tok.is(TokenKind::Dot)) {
+    } else if (token.is(TokenKind::Dot)) {
       consume();
-      if (!tok.is(TokenKind::Identifier)) {
+      if (!token.is(TokenKind::Identifier)) {
         error("expected a member name after '.'");
         return nullptr;
       }
-      Token member = tok;
+      Token member = token;
       consume();
       expr = checkDepth(std::make_unique<MemberExpr>(
           std::move(expr), member.spelling, member.getRange()));
@@ -709,31 +682,31 @@ ExprPtr Parser::parsePostfix() {
 }
 
 ExprPtr Parser::parsePrimary() {
-  Token token = tok;
-  switch (tok.kind) {
+  Token literal = token;
+  switch (token.kind) {
   case TokenKind::Integer:
     consume();
-    return std::make_unique<IntegerExpr>(Lexer::integerValue(token),
-                                         token.getRange());
+    return std::make_unique<IntegerExpr>(Lexer::integerValue(literal),
+                                         literal.getRange());
   case TokenKind::Float:
     consume();
-    return std::make_unique<FloatExpr>(Lexer::floatValue(token), token.spelling,
-                                       token.getRange());
+    return std::make_unique<FloatExpr>(Lexer::floatValue(literal), literal.spelling,
+                                       literal.getRange());
   case TokenKind::String:
     consume();
-    return std::make_unique<StringExpr>(Lexer::stringValue(token),
-                                        token.spelling, token.getRange());
+    return std::make_unique<StringExpr>(Lexer::stringValue(literal),
+                                        literal.spelling, literal.getRange());
   case TokenKind::Identifier:
     consume();
-    return std::make_unique<NameExpr>(token.spelling, token.getRange());
+    return std::make_unique<NameExpr>(literal.spelling, literal.getRange());
   case TokenKind::LParen: {
     consume();
     ExprPtr inner = parseExpr();
     if (!inner)
       return nullptr;
-    if (!tok.is(TokenKind::RParen)) {
+    if (!token.is(TokenKind::RParen)) {
       error("expected ')' to close the '(' here");
-      diags.note(token.getLoc(), "'(' opened here");
+      diags.note(literal.getLoc(), "'(' opened here");
       return nullptr;
     }
     consume();
@@ -750,9 +723,9 @@ bool Parser::parseCallArgs(std::vector<CallArg> &args) {
     return true;
   do {
     CallArg arg;
-    if (tok.is(TokenKind::Identifier) && lexer.peek().is(TokenKind::Equal)) {
-      arg.name = tok.spelling.str();
-      arg.nameLoc = tok.getLoc();
+    if (token.is(TokenKind::Identifier) && lexer.peek().is(TokenKind::Equal)) {
+      arg.name = token.spelling.str();
+      arg.nameLoc = token.getLoc();
       consume();
       consume();
     }

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/Lexer.h"
+#include "frontend/ParserBase.h"
 #include "frontend/PolicyAST.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -88,34 +89,14 @@ llvm::StringRef presetFor(ElementFormat element) {
 // Parser
 //===----------------------------------------------------------------------===//
 
-class PolicyParser {
+class PolicyParser : ParserBase {
 public:
   PolicyParser(DiagnosticEngine &diags, unsigned bufferId)
-      : diags(diags), lexer(diags, bufferId) {
-    token = lexer.next();
-  }
+      : ParserBase(diags, bufferId) {}
 
   bool parseFile(PolicyFileAST &file);
 
 private:
-  void consume() {
-    previousEnd = token.getRange().End;
-    token = lexer.next();
-  }
-
-  /// Reports an error at `at` (a lexer error token was already reported).
-  void error(const Token &at, const llvm::Twine &message,
-             const llvm::Twine &hint = {}) {
-    ok = false;
-    if (at.is(TokenKind::Error))
-      return;
-    diags.error(at.getLoc(), message, at.getRange(), hint);
-  }
-  void error(llvm::SMLoc at, const llvm::Twine &message,
-             const llvm::Twine &hint = {}) {
-    ok = false;
-    diags.error(at, message, {}, hint);
-  }
 
   bool isRoleName(const Token &t) const {
     return t.is(TokenKind::Identifier) &&
@@ -146,11 +127,6 @@ private:
   void skipToSetting(const Token &start);
   void skipToBlock();
 
-  DiagnosticEngine &diags;
-  Lexer lexer;
-  Token token;
-  llvm::SMLoc previousEnd;
-  bool ok = true;
   llvm::SMLoc defaultLoc;
   bool sawRule = false;
 };
@@ -326,7 +302,7 @@ bool PolicyParser::parseBlockBody(PolicyBlock &block) {
       return true;
     }
     if (token.is(TokenKind::EndOfFile)) {
-      error(token, "expected '}' at end of file");
+      error(token, "expected '}'");
       diags.note(open, "to close this '{'");
       return true;
     }

@@ -112,7 +112,7 @@ bool RunParser::parseSetting(RunSetting &setting) {
       return true;
     }
     if (token.is(TokenKind::EndOfFile)) {
-      error(token, "expected '}' at end of file");
+      error(token, "expected '}'");
       diags.note(open, "to close this '{'");
       return true;
     }
