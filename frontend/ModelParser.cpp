@@ -167,29 +167,11 @@ void Parser::recoverToItem(llvm::SMLoc start) {
 std::unique_ptr<ModelFile> Parser::parseFile() {
   unsigned errorsBefore = diags.errorCount();
   auto file = std::make_unique<ModelFile>();
-  if (!token.isIdentifier("model")) {
-    if (token.is(TokenKind::EndOfFile))
-      error("empty model file: expected 'model NAME'");
-    else if (token.isIdentifier("policy") || token.isIdentifier("run"))
-      error("expected 'model' at the start of a model file, but this is a " +
-            token.spelling + " file");
-    else if (token.is(TokenKind::Identifier) &&
-             !closestMatch(token.spelling, {"model"}).empty())
-      error("expected 'model' at the start of a model file",
-            "did you mean 'model'?");
-    else
-      error("expected 'model' at the start of a model file");
+  Token name;
+  if (!parseHeader("model", file->loc, name))
     return nullptr;
-  }
-  file->loc = token.getLoc();
-  consume();
-  if (!token.is(TokenKind::Identifier)) {
-    error("expected the model's name after 'model'");
-    return nullptr;
-  }
-  file->name = token.spelling.str();
-  file->nameRange = token.getRange();
-  consume();
+  file->name = name.spelling.str();
+  file->nameRange = name.getRange();
   while (!token.is(TokenKind::EndOfFile)) {
     llvm::SMLoc start = token.getLoc();
     if (!parseItem(*file))

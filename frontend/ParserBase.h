@@ -1,6 +1,7 @@
 //===- ParserBase.h - What the three file kinds' parsers share --*- C++ -*-===//
 //
-// The cursor and the error reporting of the model, policy and run parsers:
+// The cursor, the error reporting and the header (`KIND NAME`, the file-kind
+// check) of the model, policy and run parsers:
 // one token of lookahead from the shared Lexer, the end of the last token
 // consumed (where an error at the end of the file points), and errors that
 // skip a token the lexer already reported. Each parser adds its grammar and
@@ -14,8 +15,11 @@
 #include "frontend/Diagnostics.h"
 #include "frontend/Lexer.h"
 
+#include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/SMLoc.h"
+
+#include <string>
 
 namespace tetra::frontend {
 
@@ -54,6 +58,45 @@ protected:
              const llvm::Twine &hint = {}) {
     ok = false;
     diags.error(at, message, {}, hint);
+  }
+
+  /// The file's header `KIND NAME`, after any tokens the lexer rejected:
+  /// `keyword` gets where KIND stands, `name` the name's token. An empty
+  /// file, a file of another kind, a misspelled or missing KIND and a
+  /// missing name are errors saying which.
+  bool parseHeader(llvm::StringRef kind, llvm::SMLoc &keyword, Token &name) {
+    while (token.is(TokenKind::Error))
+      consume(), ok = false;
+    if (!token.isIdentifier(kind)) {
+      const std::string usage =
+          "a " + kind.str() + " file starts with '" + kind.str() + " NAME'";
+      if (token.is(TokenKind::EndOfFile))
+        error(token.getLoc(), "empty " + kind + " file", usage);
+      else if (token.isIdentifier("model") || token.isIdentifier("policy") ||
+               token.isIdentifier("run"))
+        error(token, "this is a " + token.spelling + " file, not a " + kind,
+              usage);
+      else if (token.is(TokenKind::Identifier) &&
+               !closestMatch(token.spelling, {kind.str()}).empty())
+        error(token,
+              "expected '" + kind + "' at the start of a " + kind +
+                  " file, got " + describeToken(token),
+              "did you mean '" + kind + "'?");
+      else
+        error(token, "expected '" + kind + "' at the start of a " + kind +
+                         " file, got " + describeToken(token));
+      return false;
+    }
+    keyword = token.getLoc();
+    consume();
+    if (!token.is(TokenKind::Identifier)) {
+      error(token, "expected the " + kind + "'s name after '" + kind +
+                       "', got " + describeToken(token));
+      return false;
+    }
+    name = token;
+    consume();
+    return true;
   }
 
   DiagnosticEngine &diags;

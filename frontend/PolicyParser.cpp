@@ -132,26 +132,12 @@ private:
 };
 
 bool PolicyParser::parseFile(PolicyFileAST &file) {
-  while (token.is(TokenKind::Error))
-    consume(), ok = false;
-  if (!token.isIdentifier("policy")) {
-    if (token.isIdentifier("model") || token.isIdentifier("run"))
-      error(token, "this is a " + token.spelling + " file, not a policy",
-            "a policy file starts with 'policy NAME'");
-    else
-      error(token, "expected 'policy' at the start of a policy file, got " +
-                       describeToken(token));
+  llvm::SMLoc keyword;
+  Token name;
+  if (!parseHeader("policy", keyword, name))
     return false;
-  }
-  consume();
-  if (!token.is(TokenKind::Identifier)) {
-    error(token, "expected the policy's name after 'policy', got " +
-                     describeToken(token));
-    return false;
-  }
-  file.name = token.spelling.str();
-  file.nameLoc = token.getLoc();
-  consume();
+  file.name = name.spelling.str();
+  file.nameLoc = name.getLoc();
   if (token.isIdentifier("extends")) {
     consume();
     if (token.is(TokenKind::String)) {

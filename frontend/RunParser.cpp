@@ -7,26 +7,12 @@ using namespace tetra;
 using namespace tetra::frontend;
 
 bool RunParser::parseFile(RunFileAST &file) {
-  while (token.is(TokenKind::Error))
-    consume(), ok = false;
-  if (!token.isIdentifier("run")) {
-    if (token.isIdentifier("model") || token.isIdentifier("policy"))
-      error(token, "this is a " + token.spelling + " file, not a run",
-            "a run file starts with 'run NAME'");
-    else
-      error(token, "expected 'run' at the start of a run file, got " +
-                       describeToken(token));
+  llvm::SMLoc keyword;
+  Token name;
+  if (!parseHeader("run", keyword, name))
     return false;
-  }
-  consume();
-  if (!token.is(TokenKind::Identifier)) {
-    error(token,
-          "expected the run's name after 'run', got " + describeToken(token));
-    return false;
-  }
-  file.name = token.spelling.str();
-  file.nameLoc = token.getLoc();
-  consume();
+  file.name = name.spelling.str();
+  file.nameLoc = name.getLoc();
   while (!token.is(TokenKind::EndOfFile)) {
     if (token.is(TokenKind::Error)) {
       ok = false;
