@@ -20,8 +20,10 @@ std::vector<double> niceTicks(double low, double high, int count) {
   double raw = (high - low) / std::max(1, count);
   double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
   double step = magnitude;
+  // The smallest of 1, 2, 5, 10 times it that is not far below the raw
+  // step: about `count` ticks, never fewer than count / 2 + 1.
   for (double factor : {1.0, 2.0, 5.0, 10.0})
-    if (factor * magnitude >= raw) {
+    if (factor * magnitude >= 0.7 * raw) {
       step = factor * magnitude;
       break;
     }
