@@ -72,10 +72,12 @@ const io::JsonValue *findMetric(const io::JsonValue &line,
   return nullptr;
 }
 
-/// Reads `metric` (and "eval_<metric>") per step from a metrics file; a
-/// "run" field on any line names the series.
+/// Reads `metric` (and "eval_<metric>") against `x` ("step", or another
+/// numeric field such as "elapsed_s") from a metrics file; a "run" field on
+/// any line names the series. A line without `x` adds no point.
 io::Expected<std::vector<plot::Series>> readRun(const std::string &path,
-                                                const std::string &metric) {
+                                                const std::string &metric,
+                                                const std::string &x) {
   std::ifstream in(path);
   if (!in)
     return io::Error("cannot read '" + path + "'");
@@ -99,14 +101,19 @@ io::Expected<std::vector<plot::Series>> readRun(const std::string &path,
                        ": no numeric \"step\"");
     if (const io::JsonValue *run = value->find("run"); run && run->isString())
       train.name = run->asString();
+    const io::JsonValue *at = findMetric(*value, x);
+    if (!at || !at->isNumber())
+      continue;
     if (const io::JsonValue *y = findMetric(*value, metric); y && y->isNumber())
-      train.points.push_back({step->asDouble(), y->asDouble()});
+      train.points.push_back({at->asDouble(), y->asDouble()});
     if (const io::JsonValue *y = value->find("eval_" + metric);
         y && y->isNumber())
-      eval.points.push_back({step->asDouble(), y->asDouble()});
+      eval.points.push_back({at->asDouble(), y->asDouble()});
   }
   if (train.points.empty() && eval.points.empty())
-    return io::Error(path + ": no \"" + metric + "\" in any line");
+    return io::Error(path + ": no \"" + metric + "\"" +
+                     (x == "step" ? "" : " with \"" + x + "\"") +
+                     " in any line");
   std::vector<plot::Series> series;
   if (!train.points.empty())
     series.push_back(train);
@@ -252,7 +259,8 @@ int plotHeatMap(const std::string &run, const std::string &output,
 
 int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
   std::vector<std::string> runs;
-  std::string output, metric = "loss", title, stepText, smoothText;
+  std::string output, metric = "loss", title, stepText, smoothText,
+      xName = "step";
   bool heatMap = false, logY = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg(args[i]);
@@ -277,6 +285,9 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
         return usageError("'--title' needs a text");
     } else if (arg == "--heatmap") {
       heatMap = true;
+    } else if (arg == "--x") {
+      if (!value(xName) || xName.empty())
+        return usageError("'--x' needs a field: step, elapsed_s, ...");
     } else if (arg == "--log-y") {
       logY = true;
     } else if (arg == "--smooth") {
@@ -323,7 +334,7 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
   for (std::string path : runs) {
     if (isDirectory(path))
       path += "/metrics.jsonl";
-    io::Expected<std::vector<plot::Series>> run = readRun(path, metric);
+    io::Expected<std::vector<plot::Series>> run = readRun(path, metric, xName);
     if (!run) {
       std::fprintf(stderr, "tetra plot: error: %s\n",
                    run.error().message().c_str());
@@ -360,6 +371,7 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
   plot::ChartOptions options;
   options.title = title.empty() ? metric : title;
   options.yLabel = axisLabel(metric);
+  options.xLabel = axisLabel(xName);
   options.logY = logY;
   options.smooth = smoothText.empty() ? 0 : std::strtod(smoothText.c_str(), nullptr);
   io::Status written = plot::drawLineChart(series, options, output);
@@ -379,7 +391,7 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
 void tetra::driver::printPlotHelp() {
   std::printf(
       "USAGE: tetra plot RUN... -o OUT.png [--metric NAME] [--title TEXT]\n"
-      "                  [--log-y] [--smooth W]\n"
+      "                  [--x FIELD] [--log-y] [--smooth W]\n"
       "       tetra plot RUN --heatmap [--step N] -o OUT.png [--title TEXT]\n"
       "\n"
       "Draws the loss curves of several runs side by side into a picture:\n"
@@ -398,6 +410,8 @@ void tetra::driver::printPlotHelp() {
       "                        grad_norm, sqnr_db.wgrad.dy, ...: a\n"
       "                        member of an object field by its path)\n"
       "  --title TEXT          the chart's title (default: the metric)\n"
+      "  --x FIELD             the x axis: step (default), elapsed_s (time to\n"
+      "                        a loss), or another numeric field\n"
       "  --log-y               a logarithmic y axis\n"
       "  --smooth W            each curve's moving average, the past weighing\n"
       "                        W in [0, 1) (0.9: about the last 10 points),\n"
