@@ -99,6 +99,26 @@ protected:
     return true;
   }
 
+  /// One step inside a `{ ... }` block opened at `open`: its '}' (consumed),
+  /// the end of the file (reported, with where the block opened), a token
+  /// the lexer rejected (skipped), or the start of an item to parse.
+  enum class BlockStep { Closed, Unclosed, Skipped, Item };
+  BlockStep stepInBlock(llvm::SMLoc open) {
+    if (consumeIf(TokenKind::RBrace))
+      return BlockStep::Closed;
+    if (token.is(TokenKind::EndOfFile)) {
+      error(token, "expected '}'");
+      diags.note(open, "to close this '{'");
+      return BlockStep::Unclosed;
+    }
+    if (token.is(TokenKind::Error)) {
+      ok = false;
+      consume();
+      return BlockStep::Skipped;
+    }
+    return BlockStep::Item;
+  }
+
   DiagnosticEngine &diags;
   Lexer lexer;
   Token token;

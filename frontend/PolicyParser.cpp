@@ -283,20 +283,11 @@ bool PolicyParser::parseBlockBody(PolicyBlock &block) {
   consume();
   std::map<std::pair<int, int>, std::array<llvm::SMLoc, 5>> seen;
   while (true) {
-    if (token.is(TokenKind::RBrace)) {
-      consume();
+    BlockStep step = stepInBlock(open);
+    if (step == BlockStep::Closed || step == BlockStep::Unclosed)
       return true;
-    }
-    if (token.is(TokenKind::EndOfFile)) {
-      error(token, "expected '}'");
-      diags.note(open, "to close this '{'");
-      return true;
-    }
-    if (token.is(TokenKind::Error)) {
-      ok = false;
-      consume();
+    if (step == BlockStep::Skipped)
       continue;
-    }
     if (startsBlock(token)) {
       const Token &next = lexer.peek();
       if (next.is(TokenKind::String) || next.is(TokenKind::LBrace)) {

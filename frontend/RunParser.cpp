@@ -93,20 +93,11 @@ bool RunParser::parseSetting(RunSetting &setting) {
   llvm::SMLoc open = token.getLoc();
   consume();
   while (true) {
-    if (token.is(TokenKind::RBrace)) {
-      consume();
+    BlockStep step = stepInBlock(open);
+    if (step == BlockStep::Closed || step == BlockStep::Unclosed)
       return true;
-    }
-    if (token.is(TokenKind::EndOfFile)) {
-      error(token, "expected '}'");
-      diags.note(open, "to close this '{'");
-      return true;
-    }
-    if (token.is(TokenKind::Error)) {
-      ok = false;
-      consume();
+    if (step == BlockStep::Skipped)
       continue;
-    }
     RunSetting child;
     Token start = token;
     if (parseSetting(child))
