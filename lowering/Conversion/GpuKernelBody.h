@@ -59,6 +59,11 @@ struct Body {
   Value ult(Value x, Value y) {
     return arith::CmpIOp::create(b, CmpIPredicate::ult, x, y);
   }
+  /// lo <= x < hi, unsigned.
+  Value within(Value x, Value lo, Value hi) {
+    return e.bitAnd(arith::CmpIOp::create(b, CmpIPredicate::uge, x, lo),
+                    ult(x, hi));
+  }
   Value cF64(double value) {
     return arith::ConstantOp::create(b, b.getF64FloatAttr(value));
   }

@@ -453,10 +453,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                   arith::SubIOp::create(body.b, e.cIndex(count), start));
               e.loop(e.cIndex(0), end, [&](Value j) {
                 Value token = body.index(body.load(tokens, j));
-                Value mine = e.bitAnd(
-                    arith::CmpIOp::create(body.b, CmpIPredicate::uge, token,
-                                          first),
-                    body.ult(token, last));
+                Value mine = body.within(token, first, last);
                 body.ifThen(mine, [&] {
                   Value n = e.addIndex(start, j);
                   Value at = e.addIndex(e.mulIndex(token, e.cIndex(dim)), c);
@@ -1074,16 +1071,23 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
   // Block b of such a launch works on the tensor whose range of blocks holds
   // it: a chain of block-uniform branches, one per tensor (each block takes
   // one), so the step pays one launch where it paid one per tensor.
+  // firstBlocks: where each tensor's blocks start (`elements` a block, at
+  // least one a tensor), then their end; count(t) is tensor t's elements.
+  auto firstBlocks = [&](size_t tensors, int64_t elements,
+                         function_ref<int64_t(size_t)> count) {
+    std::vector<int64_t> first{0};
+    for (size_t t = 0; t < tensors; ++t)
+      first.push_back(first.back() +
+                      ceilDiv(std::max<int64_t>(1, count(t)), elements));
+    return first;
+  };
   if (name == "global_norm") {
     // Piece p of kNormPiece elements: its sum of squares in fp64 into
     // partials[p] (a piece never spans two tensors, as on the CPU); then
     // one block adds the pieces in order.
     const size_t tensors = launch.buffers.size() - 1;
-    std::vector<int64_t> firstPiece{0};
-    for (size_t t = 0; t < tensors; ++t)
-      firstPiece.push_back(
-          firstPiece.back() +
-          ceilDiv(std::max<int64_t>(1, call.integer(t)), kNormPiece));
+    std::vector<int64_t> firstPiece = firstBlocks(
+        tensors, kNormPiece, [&](size_t t) { return call.integer(t); });
     const int64_t pieces = firstPiece.back();
     int partials = scratch("partials", pieces * 8);
     Launch squares;
@@ -1103,10 +1107,8 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           Value block = body.block();
           Value partial = body.cF64(0.0);
           for (size_t t = 0; t < tensors; ++t) {
-            Value mine = e.bitAnd(
-                arith::CmpIOp::create(body.b, CmpIPredicate::uge, block,
-                                      e.cIndex(firstPiece[t])),
-                body.ult(block, e.cIndex(firstPiece[t + 1])));
+            Value mine = body.within(block, e.cIndex(firstPiece[t]),
+                                     e.cIndex(firstPiece[t + 1]));
             partial = body.ifElse(
                 mine,
                 [&] {
@@ -1172,11 +1174,9 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     // rounded): a NaN norm leaves the tensors (the trainer stops first).
     // Scalars: max_norm, then each tensor's count (constants here).
     const size_t tensors = launch.buffers.size() - 1;
-    std::vector<int64_t> firstBlock{0};
-    for (size_t t = 0; t < tensors; ++t)
-      firstBlock.push_back(firstBlock.back() +
-                           std::max<int64_t>(1, ceilDiv(call.integer(t + 1),
-                                                        kElementwiseThreads)));
+    std::vector<int64_t> firstBlock =
+        firstBlocks(tensors, kElementwiseThreads,
+                    [&](size_t t) { return call.integer(t + 1); });
     Launch clip = launch;
     clip.scalars = {launch.scalars[0]};
     llvm::erase_if(clip.boundScalars,
@@ -1204,10 +1204,8 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                 e.mulIndex(e.subIndex(block, e.cIndex(firstBlock[t])),
                            e.cIndex(kElementwiseThreads)),
                 body.thread());
-            Value mine = e.bitAnd(
-                arith::CmpIOp::create(body.b, CmpIPredicate::uge, block,
-                                      e.cIndex(firstBlock[t])),
-                body.ult(block, e.cIndex(firstBlock[t + 1])));
+            Value mine = body.within(block, e.cIndex(firstBlock[t]),
+                                     e.cIndex(firstBlock[t + 1]));
             body.ifThen(mine, [&] {
               body.ifThen(
                   e.bitAnd(clips, body.ult(i, e.cIndex(call.integer(t + 1)))),
