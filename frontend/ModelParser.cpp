@@ -168,7 +168,7 @@ std::unique_ptr<ModelFile> Parser::parseFile() {
   unsigned errorsBefore = diags.errorCount();
   auto file = std::make_unique<ModelFile>();
   Token name;
-  if (!parseHeader("model", file->loc, name))
+  if (!parseHeader("model", name, &file->loc))
     return nullptr;
   file->name = name.spelling.str();
   file->nameRange = name.getRange();

@@ -61,10 +61,11 @@ protected:
   }
 
   /// The file's header `KIND NAME`, after any tokens the lexer rejected:
-  /// `keyword` gets where KIND stands, `name` the name's token. An empty
-  /// file, a file of another kind, a misspelled or missing KIND and a
-  /// missing name are errors saying which.
-  bool parseHeader(llvm::StringRef kind, llvm::SMLoc &keyword, Token &name) {
+  /// `name` gets the name's token, `keyword` (where given) where KIND
+  /// stands. An empty file, a file of another kind, a misspelled or missing
+  /// KIND and a missing name are errors saying which.
+  bool parseHeader(llvm::StringRef kind, Token &name,
+                   llvm::SMLoc *keyword = nullptr) {
     while (token.is(TokenKind::Error))
       consume(), ok = false;
     if (!token.isIdentifier(kind)) {
@@ -87,7 +88,8 @@ protected:
                          " file, got " + describeToken(token));
       return false;
     }
-    keyword = token.getLoc();
+    if (keyword)
+      *keyword = token.getLoc();
     consume();
     if (!token.is(TokenKind::Identifier)) {
       error(token, "expected the " + kind + "'s name after '" + kind +

@@ -132,9 +132,8 @@ private:
 };
 
 bool PolicyParser::parseFile(PolicyFileAST &file) {
-  llvm::SMLoc keyword;
   Token name;
-  if (!parseHeader("policy", keyword, name))
+  if (!parseHeader("policy", name))
     return false;
   file.name = name.spelling.str();
   file.nameLoc = name.getLoc();

@@ -7,9 +7,8 @@ using namespace tetra;
 using namespace tetra::frontend;
 
 bool RunParser::parseFile(RunFileAST &file) {
-  llvm::SMLoc keyword;
   Token name;
-  if (!parseHeader("run", keyword, name))
+  if (!parseHeader("run", name))
     return false;
   file.name = name.spelling.str();
   file.nameLoc = name.getLoc();
