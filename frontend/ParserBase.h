@@ -49,7 +49,13 @@ protected:
     if (at.is(TokenKind::Error))
       return;
     if (at.is(TokenKind::EndOfFile) && previousEnd.isValid()) {
-      diags.error(previousEnd, message + " at the end of the file", {}, hint);
+      // Said once: a message that already names the end ("got end of
+      // file") gets no suffix.
+      std::string text = message.str();
+      if (!llvm::StringRef(text).ends_with(
+              describeTokenKind(TokenKind::EndOfFile)))
+        text += " at the end of the file";
+      diags.error(previousEnd, text, {}, hint);
       return;
     }
     diags.error(at.getLoc(), message, at.getRange(), hint);
