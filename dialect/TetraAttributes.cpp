@@ -94,9 +94,10 @@ BlockScaleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "an e4m3 block scale (NVFP4) needs a block of 16, "
                           "got "
                        << blockSize;
-  if (scaleFormat == ScaleFormat::E4M3 && rule != ScaleRule::Floor)
-    return emitError() << "an e4m3 block scale (NVFP4) is rounded to nearest "
-                          "and takes no scale rule";
+  if (scaleFormatOf(rule) != scaleFormat)
+    return emitError() << "scale rule '" << stringifyScaleRule(rule)
+                       << "' is for " << stringifyScaleFormat(scaleFormatOf(rule))
+                       << " block scales, not " << stringifyScaleFormat(scaleFormat);
   return success();
 }
 
@@ -112,7 +113,7 @@ Attribute BlockScaleAttr::parse(AsmParser &parser, Type) {
       failed(scaleFormat =
                  parseEnumKeyword<ScaleFormat>(parser, "scale format")))
     return {};
-  ScaleRule rule = ScaleRule::Floor;
+  ScaleRule rule = defaultScaleRule(*scaleFormat);
   if (succeeded(parser.parseOptionalComma())) {
     FailureOr<ScaleRule> parsed =
         parseEnumKeyword<ScaleRule>(parser, "scale rule");
@@ -129,7 +130,8 @@ Attribute BlockScaleAttr::parse(AsmParser &parser, Type) {
 void BlockScaleAttr::print(AsmPrinter &printer) const {
   printer << "<" << getBlockSize() << ", "
           << stringifyScaleFormat(getScaleFormat());
-  if (getScaleFormat() == ScaleFormat::E8M0)
+  if (getScaleFormat() == ScaleFormat::E8M0 ||
+      getRule() != defaultScaleRule(getScaleFormat()))
     printer << ", " << stringifyScaleRule(getRule());
   printer << ">";
 }
@@ -259,8 +261,9 @@ static OperandQuantAttr makeQuant(MLIRContext *context,
                                   const QuantPreset &preset) {
   BlockScaleAttr blockScale;
   if (preset.blockSize)
-    blockScale = BlockScaleAttr::get(context, preset.blockSize,
-                                     preset.scaleFormat, ScaleRule::Floor);
+    blockScale =
+        BlockScaleAttr::get(context, preset.blockSize, preset.scaleFormat,
+                            defaultScaleRule(preset.scaleFormat));
   return OperandQuantAttr::get(context, preset.format, blockScale,
                                Rounding::NearestEven,
                                RotationAttr::getNone(context));
@@ -363,11 +366,11 @@ static OperandQuantAttr parseOperandQuantBody(AsmParser &parser) {
           failed(scaleFormat =
                      parseEnumKeyword<ScaleFormat>(parser, "scale format")))
         return {};
-      ScaleRule rule = ScaleRule::Floor;
+      ScaleRule rule = defaultScaleRule(*scaleFormat);
       StringRef ruleName;
-      if (*scaleFormat == ScaleFormat::E8M0 &&
-          succeeded(parser.parseOptionalKeyword(
-              &ruleName, {"floor", "ceil", "even", "rceil"})))
+      if (succeeded(parser.parseOptionalKeyword(
+              &ruleName, {"floor", "ceil", "even", "rceil", "nearest",
+                          "torchao"})))
         rule = *symbolizeScaleRule(ruleName);
       blockScale = parser.getChecked<BlockScaleAttr>(
           blockLoc, context, *blockSize, *scaleFormat, rule);
@@ -395,13 +398,16 @@ static OperandQuantAttr parseOperandQuantBody(AsmParser &parser) {
           parseEnumKeyword<ScaleRule>(parser, "scale rule");
       if (failed(rule))
         return {};
-      if (!blockScale || blockScale.getScaleFormat() != ScaleFormat::E8M0) {
+      if (!blockScale) {
         parser.emitError(modifierLoc)
-            << "a scale rule applies only to e8m0 block scales";
+            << "a scale rule applies only to block scales";
         return {};
       }
-      blockScale = BlockScaleAttr::get(context, blockScale.getBlockSize(),
-                                       ScaleFormat::E8M0, *rule);
+      blockScale = parser.getChecked<BlockScaleAttr>(
+          modifierLoc, context, blockScale.getBlockSize(),
+          blockScale.getScaleFormat(), *rule);
+      if (!blockScale)
+        return {};
     } else if (succeeded(parser.parseOptionalKeyword("round"))) {
       FailureOr<Rounding> parsed =
           parseEnumKeyword<Rounding>(parser, "rounding");
@@ -434,14 +440,17 @@ static void printOperandQuantBody(AsmPrinter &printer, OperandQuantAttr quant) {
       });
   if (preset != presets.end()) {
     printer << preset->name;
-    if (blockScale && blockScale.getRule() != ScaleRule::Floor)
+    if (blockScale &&
+        blockScale.getRule() != defaultScaleRule(blockScale.getScaleFormat()))
       printer << " rule " << stringifyScaleRule(blockScale.getRule());
   } else {
     printer << stringifyElementFormat(quant.getFormat());
     if (blockScale) {
       printer << " block " << blockScale.getBlockSize() << " scale "
               << stringifyScaleFormat(blockScale.getScaleFormat());
-      if (blockScale.getScaleFormat() == ScaleFormat::E8M0)
+      if (blockScale.getScaleFormat() == ScaleFormat::E8M0 ||
+          blockScale.getRule() !=
+              defaultScaleRule(blockScale.getScaleFormat()))
         printer << " " << stringifyScaleRule(blockScale.getRule());
     }
   }
@@ -623,4 +632,20 @@ llvm::StringRef tetra::gemmOperandName(Role role, bool lhs) {
   if (lhs)
     return role == Role::Fprop ? "x" : "dy";
   return role == Role::Wgrad ? "x" : "w";
+}
+
+// The dialect's rules and scale formats are numerics', case for case.
+static_assert(static_cast<int>(ScaleRule::Torchao) ==
+                  static_cast<int>(numerics::ScaleRule::Torchao) &&
+              static_cast<int>(ScaleFormat::E4M3) ==
+                  static_cast<int>(numerics::ScaleFormat::E4M3));
+
+ScaleFormat tetra::scaleFormatOf(ScaleRule rule) {
+  return static_cast<ScaleFormat>(numerics::scaleFormatOf(
+      static_cast<numerics::ScaleRule>(rule)));
+}
+
+ScaleRule tetra::defaultScaleRule(ScaleFormat format) {
+  return static_cast<ScaleRule>(numerics::defaultScaleRule(
+      static_cast<numerics::ScaleFormat>(format)));
 }

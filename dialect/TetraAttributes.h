@@ -25,6 +25,12 @@ namespace tetra {
 /// metrics and messages.
 llvm::StringRef gemmOperandName(Role role, bool lhs);
 
+/// The scale format whose blocks `rule` chooses scales for (numerics'
+/// scaleFormatOf), and a scale format's rule where none is named: floor
+/// (e8m0), nearest (e4m3).
+ScaleFormat scaleFormatOf(ScaleRule rule);
+ScaleRule defaultScaleRule(ScaleFormat format);
+
 } // namespace tetra
 
 #endif // TETRA_DIALECT_TETRAATTRIBUTES_H

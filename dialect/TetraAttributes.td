@@ -45,14 +45,19 @@ def Tetra_ScaleRule : I32Enum<"ScaleRule", "block scale rule", [
     I32EnumCase<"Floor", 0, "floor">,
     I32EnumCase<"Ceil", 1, "ceil">,
     I32EnumCase<"Even", 2, "even">,
-    I32EnumCase<"RCeil", 3, "rceil">]> {
+    I32EnumCase<"RCeil", 3, "rceil">,
+    I32EnumCase<"Nearest", 4, "nearest">,
+    I32EnumCase<"Torchao", 5, "torchao">]> {
   let cppNamespace = "::tetra";
   let description = [{
     How an E8M0 scale 2^e is chosen from the block's largest magnitude amax:
-    `floor` is OCP MX v1.0 (e = floor(log2 amax) - emax); `ceil`
-    (e = ceil(log2 amax) - emax); `even` (amax first rounded to the element's
-    precision); `rceil` (the smallest e with amax / 2^e <= the format's max).
-    See docs/numerics.md.
+    `floor` is OCP MX v1.0 (e = floor(log2 amax) - emax, the default);
+    `ceil` (e = ceil(log2 amax) - emax); `even` (amax first rounded to the
+    element's precision); `rceil` (the smallest e with amax / 2^e <= the
+    format's max). How an E4M3 (NVFP4) scale is: `nearest` (the default,
+    amax / (tensor scale * 6) rounded to nearest E4M3, subnormal scales
+    kept) or `torchao` (torchao's rule: (amax / 6) / tensor scale clamped to
+    [2^-6, 448], then rounded). See docs/numerics.md.
   }];
 }
 
@@ -121,11 +126,12 @@ def Tetra_BlockScaleAttr : Tetra_Attr<"BlockScale", "block_scale"> {
 
     ```mlir
     #tetra.block_scale<32, e8m0, floor>   // OCP MX
-    #tetra.block_scale<16, e4m3>          // NVFP4 (the rule does not apply)
+    #tetra.block_scale<16, e4m3>          // NVFP4 (rule nearest)
+    #tetra.block_scale<16, e4m3, torchao> // NVFP4 under torchao's rule
     ```
 
     The block size is a power of two from 2 to 1024; an `e4m3` scale (NVFP4)
-    requires a block of 16.
+    requires a block of 16. The rule is one of its scale format's.
   }];
   let parameters = (ins
     "int64_t":$blockSize,

@@ -125,6 +125,10 @@ static tetra::ScaleRule toDialect(numerics::ScaleRule rule) {
     return tetra::ScaleRule::Even;
   case numerics::ScaleRule::RCeil:
     return tetra::ScaleRule::RCeil;
+  case numerics::ScaleRule::Nearest:
+    return tetra::ScaleRule::Nearest;
+  case numerics::ScaleRule::Torchao:
+    return tetra::ScaleRule::Torchao;
   }
   llvm_unreachable("unknown scale rule");
 }
@@ -150,7 +154,7 @@ ModuleEmitter::quantFor(const OperandPolicy &operand,
     blockScale = tetra::BlockScaleAttr::get(
         &context, operand.format.blockSize,
         isE8M0 ? tetra::ScaleFormat::E8M0 : tetra::ScaleFormat::E4M3,
-        isE8M0 ? toDialect(operand.rule) : tetra::ScaleRule::Floor);
+        toDialect(operand.rule));
   }
   tetra::RotationAttr rotationAttr;
   switch (rotation.kind) {

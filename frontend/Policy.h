@@ -50,9 +50,16 @@ struct FormatChoice {
   /// e8m0" when no preset matches.
   std::string describe() const;
 
-  /// A block format with E8M0 scales: the only kind a scale rule applies to.
-  bool hasE8M0Scale() const {
-    return blockSize != 0 && scaleFormat == numerics::ScaleFormat::E8M0;
+  bool hasBlockScale() const { return blockSize != 0; }
+  /// Whether `rule` chooses this format's block scales (a rule of its scale
+  /// format: floor..rceil for E8M0, nearest and torchao for E4M3).
+  bool takesRule(numerics::ScaleRule rule) const {
+    return hasBlockScale() && numerics::scaleFormatOf(rule) == scaleFormat;
+  }
+  /// The rule where none is set (floor for E8M0 and for no block scale,
+  /// nearest for E4M3).
+  numerics::ScaleRule defaultRule() const {
+    return numerics::defaultScaleRule(scaleFormat);
   }
   /// False for f32, which is never rounded.
   bool isRounded() const { return element != numerics::ElementFormat::F32; }
@@ -64,9 +71,10 @@ struct FormatChoice {
   bool operator!=(const FormatChoice &other) const { return !(*this == other); }
 };
 
-/// A field that does not apply to the operand's format (a scale rule on a
-/// format without E8M0 scales, a rounding on f32) holds its neutral value
-/// (Floor, NearestEven), so that the policy always makes a valid
+/// A field that does not apply to the operand's format (a scale rule of the
+/// other scale format or on a format without block scales, a rounding on
+/// f32) holds its neutral value (the format's defaultRule(), NearestEven),
+/// so that the policy always makes a valid
 /// `#tetra.quant`; its origin still says who set it.
 struct OperandPolicy {
   FormatChoice format;

@@ -2,7 +2,7 @@
 //
 // Recursive descent over the lexer's tokens (docs/language.md, "Policy
 // files"). Values are checked as they are read — an unknown preset, a block
-// size NVFP4 cannot take, a scale rule on a format without E8M0 scales, a
+// size NVFP4 cannot take, a scale rule of another format's scales, a
 // rotation on one operand — each reported at the token at fault. After a
 // syntax error the parser skips to the next setting (a line that starts with
 // an identifier, or the block's '}') or the next block, so that one run
@@ -40,8 +40,12 @@ const std::vector<std::string> kPresetNames = [] {
 }();
 const std::vector<std::string> kElementNames = {"e2m1", "e4m3", "e5m2", "bf16",
                                                 "f32"};
-const std::vector<std::string> kScaleRuleNames = {"floor", "ceil", "even",
-                                                  "rceil"};
+const std::vector<std::string> kScaleRuleNames = [] {
+  std::vector<std::string> names;
+  for (ScaleRule rule : scaleRules())
+    names.emplace_back(scaleRuleName(rule));
+  return names;
+}();
 const std::vector<std::string> kRoundingNames = {"nearest_even", "nearest_away",
                                                  "stochastic"};
 const std::vector<std::string> kRotationNames = {"none", "hadamard",
@@ -61,6 +65,26 @@ std::string didYouMean(llvm::StringRef name,
 
 std::string joinNames(const std::vector<std::string> &names) {
   return llvm::join(names, ", ");
+}
+
+/// Why `rule` cannot choose the block scales of `format` (named `name`), or
+/// "" where it can.
+std::string ruleMismatch(ScaleRule rule, const FormatChoice &format,
+                         const std::string &name) {
+  if (format.takesRule(rule))
+    return "";
+  if (!format.hasBlockScale())
+    return "a scale rule applies only to formats with block scales; '" +
+           name + "' has none";
+  std::vector<std::string> rules;
+  for (ScaleRule other : scaleRules())
+    if (format.takesRule(other))
+      rules.emplace_back(scaleRuleName(other));
+  return "'" + std::string(scaleRuleName(rule)) + "' is a rule of " +
+         std::string(scaleFormatName(scaleFormatOf(rule))) +
+         " block scales; '" + name + "' has " +
+         std::string(scaleFormatName(format.scaleFormat)) +
+         " scales (rules: " + joinNames(rules) + ")";
 }
 
 /// A preset's format; bf16 and f32 are presets with no block scale.
@@ -500,7 +524,7 @@ bool PolicyParser::parseFormat(PolicyValues &values) {
             "expected 'scale' after the block size, got " +
                 describeToken(token),
             "the full form is 'e2m1 block 32 scale e8m0 [floor|ceil|even|"
-            "rceil]'");
+            "rceil]' or 'e2m1 block 16 scale e4m3 [nearest|torchao]'");
       return false;
     }
     consume();
@@ -529,10 +553,11 @@ bool PolicyParser::parseFormat(PolicyValues &values) {
     }
     if (token.is(TokenKind::Identifier) &&
         parseScaleRule(std::string_view(token.spelling))) {
-      if (format.scaleFormat != ScaleFormat::E8M0)
-        error(token, "a scale rule applies only to e8m0 block scales; e4m3 "
-                     "scales (NVFP4) are rounded to nearest");
-      values.rule = parseScaleRule(std::string_view(token.spelling));
+      const ScaleRule rule = *parseScaleRule(std::string_view(token.spelling));
+      std::string mismatch = ruleMismatch(rule, format, format.describe());
+      if (!mismatch.empty())
+        error(token, mismatch);
+      values.rule = rule;
       values.ruleLoc = token.getLoc();
       consume();
     }
@@ -664,11 +689,12 @@ bool PolicyParser::parseQuant(PolicySetting &setting) {
       if (!parseName(kScaleRuleNames, "scale rule", &parseScaleRule, rule))
         return false;
       duplicate(values.rule.has_value());
-      if (values.format && !values.format->hasE8M0Scale())
-        error(keyword, "a scale rule applies only to e8m0 block scales; '" +
-                           values.format->describe() + "' has " +
-                           (values.format->blockSize ? "e4m3 scales"
-                                                     : "no block scale"));
+      if (values.format) {
+        std::string mismatch =
+            ruleMismatch(rule, *values.format, values.format->describe());
+        if (!mismatch.empty())
+          error(keyword, mismatch);
+      }
       values.rule = rule;
       values.ruleLoc = keyword.getLoc();
     } else if (token.isIdentifier("round")) {

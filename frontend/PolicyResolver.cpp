@@ -362,8 +362,11 @@ std::optional<ResolvedPolicy> Resolver::resolve() {
       for (int operand = 0; operand < 2; ++operand) {
         OperandPolicy op = state.operands[operand].policy;
         // Fields the format does not take hold their neutral values.
-        if (!op.format.hasE8M0Scale())
-          op.rule = ScaleRule::Floor;
+        if (!op.format.takesRule(op.rule)) {
+          // The format's default, which no setting chose.
+          op.rule = op.format.defaultRule();
+          op.ruleOrigin = FieldOrigin{};
+        }
         if (!op.format.isRounded())
           op.rounding = Rounding::NearestEven;
         *targets[operand] = op;
@@ -566,7 +569,11 @@ void Resolver::reportInapplicableFields(
                         linearNames[linear] + "' is " +
                         op.policy.format.describe();
         };
-        count(op.ruleSetting, op.policy.format.hasE8M0Scale(), ruleUsage);
+        if (op.ruleSetting >= 0)
+          count(op.ruleSetting,
+                op.policy.format.takesRule(
+                    *settings[op.ruleSetting].setting->values.rule),
+                ruleUsage);
         count(op.roundingSetting, op.policy.format.isRounded(), roundingUsage);
       }
   for (auto &[id, usage] : ruleUsage) {
@@ -574,11 +581,13 @@ void Resolver::reportInapplicableFields(
     // A setting that names the format too was checked by the parser.
     if (usage.applies || setting.values.format)
       continue;
+    const ScaleRule rule = *setting.values.rule;
     diags.error(setting.values.ruleLoc,
-                "'rule " + std::string(scaleRuleName(*setting.values.rule)) +
-                    "' applies to none of the operands it is set on: a scale "
-                    "rule needs e8m0 block scales (" +
-                    usage.example + ")");
+                "'rule " + std::string(scaleRuleName(rule)) +
+                    "' applies to none of the operands it is set on: it "
+                    "needs " +
+                    std::string(scaleFormatName(scaleFormatOf(rule))) +
+                    " block scales (" + usage.example + ")");
   }
   for (auto &[id, usage] : roundingUsage) {
     const PolicySetting &setting = *settings[id].setting;

@@ -44,6 +44,10 @@ numerics::ScaleRule tetra::numericsOf(ScaleRule rule) {
     return numerics::ScaleRule::Even;
   case ScaleRule::RCeil:
     return numerics::ScaleRule::RCeil;
+  case ScaleRule::Nearest:
+    return numerics::ScaleRule::Nearest;
+  case ScaleRule::Torchao:
+    return numerics::ScaleRule::Torchao;
   }
   llvm_unreachable("unknown scale rule");
 }

@@ -275,7 +275,7 @@ DictionaryAttr GemmKernelLowering::describeOperand(Builder &b,
   StringRef scale = operand.kind == OperandKind::MX      ? "e8m0"
                     : operand.kind == OperandKind::NVFP4 ? "e4m3"
                                                          : "none";
-  StringRef rule = operand.kind == OperandKind::MX
+  StringRef rule = operand.scaled()
                        ? stringifyScaleRule(quant.getBlockScale().getRule())
                        : StringRef("none");
   return b.getDictionaryAttr({
@@ -777,6 +777,8 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
       quantizeBlocks(e, s, func, codes, scales,
                      [&](auto load, auto bits, auto storeCode, auto storeScale) {
                        e.quantizeNVFP4Block(block, element,
+                                            operand.quant.getBlockScale()
+                                                .getRule(),
                                             operand.quant.getRounding(),
                                             tensorScale, load, bits,
                                             kCodesPerStore, storeCode,

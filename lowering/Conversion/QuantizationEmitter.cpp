@@ -329,8 +329,8 @@ void QuantizationEmitter::quantizeMXBlock(
 }
 
 void QuantizationEmitter::quantizeNVFP4Block(
-    int64_t blockSize, const FormatConstants &element, Rounding rounding,
-    Value tensorScale, function_ref<Value(Value)> load,
+    int64_t blockSize, const FormatConstants &element, ScaleRule rule,
+    Rounding rounding, Value tensorScale, function_ref<Value(Value)> load,
     function_ref<Value(Value)> randomBitsAt, int64_t group,
     StoreCodes storeCodes, function_ref<void(Value)> storeScale) {
   static const FormatConstants e4m3 =
@@ -338,9 +338,23 @@ void QuantizationEmitter::quantizeNVFP4Block(
   auto [amaxBits, nonFiniteBlock] = blockAmax(*this, blockSize, load);
   Value nonFinite = nonFiniteBlock;
   Value amaxBlock = bitcast(amaxBits, f32());
+  Value scaleValue;
+  if (rule == ScaleRule::Torchao) {
+    // (amax / max) / tensorScale, clamped to [2^-6, 448] (finite: the
+    // tensor scale is never 0).
+    Value quotient =
+        divf(divf(amaxBlock, cF32(element.maxFinite)), tensorScale);
+    Value low = cF32(0x1p-6f), high = cF32(448.0f);
+    Value raised =
+        select(cmpf(CmpFPredicate::OLT, quotient, low), low, quotient);
+    scaleValue =
+        select(cmpf(CmpFPredicate::OGT, raised, high), high, raised);
+  } else {
+    assert(rule == ScaleRule::Nearest && "an e8m0 rule on an NVFP4 block");
+    scaleValue = divf(amaxBlock, mulf(tensorScale, cF32(element.maxFinite)));
+  }
   Value scaleCode =
-      encode(divf(amaxBlock, mulf(tensorScale, cF32(element.maxFinite))),
-             c32(0), e4m3, Rounding::NearestEven, {});
+      encode(scaleValue, c32(0), e4m3, Rounding::NearestEven, {});
   Value decodedScale = mulf(decode(scaleCode, e4m3), tensorScale);
   Value scaleIsZero = cmpf(CmpFPredicate::OEQ, decodedScale, cF32(0.0f));
   storeScale(select(nonFinite, c32(e4m3.nanCode), scaleCode));

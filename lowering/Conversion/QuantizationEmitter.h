@@ -271,10 +271,11 @@ public:
                        StoreCodes storeCodes,
                        function_ref<void(Value)> storeScale);
 
-  /// The same for NVFP4 (an E4M3 block scale under the f32 `tensorScale`),
-  /// in numerics' order of fp32 operations.
+  /// The same for NVFP4 (an E4M3 block scale under the f32 `tensorScale`,
+  /// chosen by `rule`: nearest or torchao), in numerics' order of fp32
+  /// operations.
   void quantizeNVFP4Block(int64_t blockSize, const FormatConstants &element,
-                          Rounding rounding, Value tensorScale,
+                          ScaleRule rule, Rounding rounding, Value tensorScale,
                           function_ref<Value(Value)> load,
                           function_ref<Value(Value)> randomBitsAt,
                           int64_t group, StoreCodes storeCodes,

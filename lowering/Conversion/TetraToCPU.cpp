@@ -362,8 +362,10 @@ LogicalResult KernelLowering::lowerQuantize(QuantizeOp op) {
           storeCode(scales, scaleIndex, code);
         };
         if (nvfp4)
-          e.quantizeNVFP4Block(blockSize, element, rounding, tensorScale, load,
-                               bitsAt, /*group=*/1, storeElement, storeScale);
+          e.quantizeNVFP4Block(blockSize, element,
+                               quant.getBlockScale().getRule(), rounding,
+                               tensorScale, load, bitsAt, /*group=*/1,
+                               storeElement, storeScale);
         else
           e.quantizeMXBlock(blockSize, element,
                             quant.getBlockScale().getRule(), rounding, load,

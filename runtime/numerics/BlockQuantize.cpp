@@ -10,6 +10,7 @@
 #include "runtime/numerics/BlockQuantize.h"
 
 #include <cassert>
+#include <algorithm>
 #include <cmath>
 
 namespace tetra::numerics {
@@ -81,16 +82,40 @@ std::string_view scaleRuleName(ScaleRule rule) {
     return "even";
   case ScaleRule::RCeil:
     return "rceil";
+  case ScaleRule::Nearest:
+    return "nearest";
+  case ScaleRule::Torchao:
+    return "torchao";
   }
   return "";
 }
 
+const std::vector<ScaleRule> &scaleRules() {
+  static const std::vector<ScaleRule> rules = {
+      ScaleRule::Floor,   ScaleRule::Ceil,   ScaleRule::Even,
+      ScaleRule::RCeil,   ScaleRule::Nearest, ScaleRule::Torchao};
+  return rules;
+}
+
 std::optional<ScaleRule> parseScaleRule(std::string_view name) {
-  for (ScaleRule rule :
-       {ScaleRule::Floor, ScaleRule::Ceil, ScaleRule::Even, ScaleRule::RCeil})
+  for (ScaleRule rule : scaleRules())
     if (name == scaleRuleName(rule))
       return rule;
   return std::nullopt;
+}
+
+ScaleFormat scaleFormatOf(ScaleRule rule) {
+  return rule == ScaleRule::Nearest || rule == ScaleRule::Torchao
+             ? ScaleFormat::E4M3
+             : ScaleFormat::E8M0;
+}
+
+ScaleRule defaultScaleRule(ScaleFormat format) {
+  return format == ScaleFormat::E4M3 ? ScaleRule::Nearest : ScaleRule::Floor;
+}
+
+std::string_view scaleFormatName(ScaleFormat format) {
+  return format == ScaleFormat::E4M3 ? "e4m3" : "e8m0";
 }
 
 const std::vector<FormatPreset> &formatPresets() {
@@ -129,7 +154,8 @@ std::optional<BlockFormat> blockFormatPreset(std::string_view name) {
   BlockFormat format;
   format.element = preset->element;
   format.rounding = Rounding::NearestEven;
-  format.scaling = {preset->blockSize, preset->scaleFormat, ScaleRule::Floor};
+  format.scaling = {preset->blockSize, preset->scaleFormat,
+                    defaultScaleRule(preset->scaleFormat)};
   return format;
 }
 
@@ -185,6 +211,17 @@ float nvfp4TensorScale(float tensorAmax, const FormatSpec &element) {
   return tensorScale == 0.0f ? 1.0f : tensorScale;
 }
 
+uint8_t nvfp4ScaleCode(float blockAmax, float tensorScale, ScaleRule rule,
+                       const FormatSpec &element) {
+  assert(scaleFormatOf(rule) == ScaleFormat::E4M3 &&
+         "an E8M0 rule on an E4M3 scale");
+  if (rule == ScaleRule::Nearest)
+    return encodeE4M3(blockAmax / (tensorScale * element.maxFinite));
+  // Torchao. The quotient is finite: the tensor scale is never 0.
+  const float quotient = (blockAmax / element.maxFinite) / tensorScale;
+  return encodeE4M3(std::min(std::max(quotient, 0x1p-6f), 448.0f));
+}
+
 uint8_t quantizeBlock(const float *values, int64_t firstIndex,
                       int64_t indexStride, const BlockFormat &format,
                       float tensorScale, const RandomStream &stream,
@@ -226,7 +263,8 @@ uint8_t quantizeBlock(const float *values, int64_t firstIndex,
   }
 
   // NVFP4: this exact sequence of fp32 operations.
-  const uint8_t scale = encodeE4M3(blockAmax / (tensorScale * spec.maxFinite));
+  const uint8_t scale = nvfp4ScaleCode(blockAmax, tensorScale,
+                                       format.scaling.rule, spec);
   const float decodedScale = decodeE4M3(scale) * tensorScale;
   for (int j = 0; j < blockSize; ++j) {
     const float x = values[j];

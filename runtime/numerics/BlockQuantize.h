@@ -40,11 +40,34 @@ enum class ScaleFormat : uint8_t { E8M0, E4M3 };
 /// an fp32 log2 or division). For Even, rounding to the largest mantissa
 /// (odd) and the next binade (even) means ties carry: e is one above Floor
 /// iff amax >= (2 - 2^-(m+1)) * 2^floor(log2 amax), m the mantissa bits.
-/// E4M3 (NVFP4) scales ignore the rule: they are rounded to nearest even.
-enum class ScaleRule : uint8_t { Floor, Ceil, Even, RCeil };
+///
+/// How an E4M3 (NVFP4) block scale is chosen from amax and the fp32 tensor
+/// scale ts (max = 6 for E2M1; every operation an fp32 one, rounded to
+/// nearest even; e4m3() rounds to nearest even and saturates at 448):
+///   Nearest: e4m3(amax / (ts * max))          (Tetra's: one quotient;
+///                                              subnormal scales kept, so a
+///                                              block far below the tensor's
+///                                              amax may get scale 0)
+///   Torchao: e4m3(clamp((amax / max) / ts, 2^-6, 448))
+///                                             (torchao's nvfp4_quantize
+///                                              with a per-tensor scale: two
+///                                              quotients, the scale clamped
+///                                              to E4M3's smallest normal)
+/// Each rule applies to one scale format (scaleFormatOf); a format's default
+/// is Floor (E8M0) or Nearest (E4M3).
+enum class ScaleRule : uint8_t { Floor, Ceil, Even, RCeil, Nearest, Torchao };
 
 std::string_view scaleRuleName(ScaleRule rule);
 std::optional<ScaleRule> parseScaleRule(std::string_view name);
+/// Every rule, E8M0's first, in the order above.
+const std::vector<ScaleRule> &scaleRules();
+
+/// The scale format whose blocks `rule` chooses scales for.
+ScaleFormat scaleFormatOf(ScaleRule rule);
+/// A scale format's rule where none is named: Floor (E8M0), Nearest (E4M3).
+ScaleRule defaultScaleRule(ScaleFormat format);
+/// "e8m0" or "e4m3".
+std::string_view scaleFormatName(ScaleFormat format);
 
 struct BlockScaling {
   int blockSize = 32;
@@ -127,7 +150,10 @@ struct QuantizedTensor {
 ///                     if that is 0 (all zeros, or underflow): 1.0f
 ///   3. per block: amaxBlock = max |x| over the block (exact)
 ///   4. scale code   = encodeE4M3(amaxBlock / (tensorScale * max))
-///                     (product, then quotient; RNE, saturating at 448)
+///                     (product, then quotient; RNE, saturating at 448) —
+///                     the Nearest rule; under Torchao
+///                     encodeE4M3(clamp((amaxBlock / max) / tensorScale,
+///                     2^-6, 448)) (two quotients)
 ///   5. decodedScale = decodeE4M3(scale code) * tensorScale
 ///   6. element code = encode(x / decodedScale, 0, element, rounding, bits),
 ///                     or +-0 (x's sign) if decodedScale is 0.
@@ -165,6 +191,11 @@ float finiteAmax(const float *data, int64_t count);
 /// `tensorAmax`: tensorAmax / (448.0f * element.maxFinite), or 1.0f if that
 /// is 0.
 float nvfp4TensorScale(float tensorAmax, const FormatSpec &element);
+
+/// NVFP4's scale code (step 4) for a block whose finite amax is `blockAmax`
+/// under `tensorScale`, by `rule` (Nearest or Torchao).
+uint8_t nvfp4ScaleCode(float blockAmax, float tensorScale, ScaleRule rule,
+                       const FormatSpec &element);
 
 /// Quantizes one block exactly as quantize() does within a tensor: the
 /// `format.scaling.blockSize` values `values[j]` are the elements at

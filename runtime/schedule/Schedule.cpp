@@ -608,6 +608,13 @@ std::optional<GemmLaunch> gemmFromJson(const io::JsonValue &item,
                   "signs name");
       return std::nullopt;
     }
+    if (q.format.scaling.blockSize > 0 &&
+        numerics::scaleFormatOf(*parsedRule) != *parsedScale) {
+      reader.fail("gemm operand '" + operand.name + "': scale rule '" +
+                  rule->asString() + "' is not a rule of " +
+                  scale->asString() + " block scales");
+      return std::nullopt;
+    }
     q.format.element = *parsedElement;
     q.format.scaling.scaleFormat = *parsedScale;
     q.format.scaling.rule = *parsedRule;

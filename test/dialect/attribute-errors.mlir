@@ -16,17 +16,32 @@ func.func @f() attributes {b = #tetra.block_scale<32, e4m3>} { return }
 
 // -----
 
-// expected-error @+1 {{an e4m3 block scale (NVFP4) is rounded to nearest and takes no scale rule}}
+// expected-error @+1 {{scale rule 'ceil' is for e8m0 block scales, not e4m3}}
 func.func @f() attributes {b = #tetra.block_scale<16, e4m3, ceil>} { return }
 
 // -----
 
-// expected-error @+1 {{a scale rule applies only to e8m0 block scales}}
+// expected-error @+1 {{scale rule 'torchao' is for e4m3 block scales, not e8m0}}
+func.func @f() attributes {b = #tetra.block_scale<32, e8m0, torchao>} { return }
+
+// -----
+
+// expected-error @+1 {{scale rule 'torchao' is for e4m3 block scales, not e8m0}}
+func.func @f() attributes {q = #tetra.quant<mxfp4 rule torchao>} { return }
+
+// -----
+
+// expected-error @+1 {{scale rule 'floor' is for e8m0 block scales, not e4m3}}
+func.func @f() attributes {q = #tetra.quant<e2m1 block 16 scale e4m3 floor>} { return }
+
+// -----
+
+// expected-error @+1 {{scale rule 'ceil' is for e8m0 block scales, not e4m3}}
 func.func @f() attributes {q = #tetra.quant<nvfp4 rule ceil>} { return }
 
 // -----
 
-// expected-error @+1 {{a scale rule applies only to e8m0 block scales}}
+// expected-error @+1 {{a scale rule applies only to block scales}}
 func.func @f() attributes {q = #tetra.quant<bf16 rule floor>} { return }
 
 // -----
@@ -51,7 +66,7 @@ func.func @f() attributes {b = #tetra.block_scale<32, e5m2>} { return }
 
 // -----
 
-// expected-error @+1 {{unknown scale rule 'round'; expected one of: floor, ceil, even, rceil}}
+// expected-error @+1 {{unknown scale rule 'round'; expected one of: floor, ceil, even, rceil, nearest, torchao}}
 func.func @f() attributes {b = #tetra.block_scale<32, e8m0, round>} { return }
 
 // -----

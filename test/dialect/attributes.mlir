@@ -30,7 +30,11 @@ func.func @enums() attributes {
 // CHECK-SAME: mx_even = #tetra.block_scale<32, e8m0, even>
 // CHECK-SAME: mx_rceil = #tetra.block_scale<16, e8m0, rceil>
 // CHECK-SAME: nv = #tetra.block_scale<16, e4m3>
+// CHECK-SAME: nv_nearest = #tetra.block_scale<16, e4m3>
+// CHECK-SAME: nv_torchao = #tetra.block_scale<16, e4m3, torchao>
 func.func @block_scales() attributes {
+  nv_nearest = #tetra.block_scale<16, e4m3, nearest>,
+  nv_torchao = #tetra.block_scale<16, e4m3, torchao>,
   mx = #tetra.block_scale<32, e8m0, floor>,
   mx_ceil = #tetra.block_scale<64, e8m0, ceil>,
   mx_even = #tetra.block_scale<32, e8m0, even>,
@@ -66,6 +70,7 @@ func.func @rotations() attributes {
 // CHECK-SAME: f32 = #tetra.quant<f32>
 // CHECK-SAME: full_mxfp4 = #tetra.quant<mxfp4>
 // CHECK-SAME: full_nvfp4 = #tetra.quant<nvfp4>
+// CHECK-SAME: full_nvfp4_torchao = #tetra.quant<nvfp4 rule torchao>
 // CHECK-SAME: mxfp4 = #tetra.quant<mxfp4>
 // CHECK-SAME: mxfp4_all = #tetra.quant<mxfp4 rule even round stochastic rotate random_hadamard<64, per_step, 3>>
 // CHECK-SAME: mxfp4_away = #tetra.quant<mxfp4 round nearest_away>
@@ -74,7 +79,9 @@ func.func @rotations() attributes {
 // CHECK-SAME: mxfp8_e4m3 = #tetra.quant<mxfp8_e4m3>
 // CHECK-SAME: mxfp8_e5m2 = #tetra.quant<mxfp8_e5m2>
 // CHECK-SAME: nvfp4 = #tetra.quant<nvfp4>
+// CHECK-SAME: nvfp4_nearest = #tetra.quant<nvfp4>
 // CHECK-SAME: nvfp4_rht = #tetra.quant<nvfp4 round stochastic rotate random_hadamard<16, fixed, 7>>
+// CHECK-SAME: nvfp4_torchao = #tetra.quant<nvfp4 rule torchao round stochastic>
 func.func @operand_quantizations() attributes {
   mxfp4 = #tetra.quant<mxfp4>,
   mxfp8 = #tetra.quant<mxfp8>,
@@ -86,6 +93,9 @@ func.func @operand_quantizations() attributes {
   f32 = #tetra.quant<f32>,
   full_mxfp4 = #tetra.quant<e2m1 block 32 scale e8m0 floor>,
   full_nvfp4 = #tetra.quant<e2m1 block 16 scale e4m3>,
+  full_nvfp4_torchao = #tetra.quant<e2m1 block 16 scale e4m3 torchao>,
+  nvfp4_nearest = #tetra.quant<nvfp4 rule nearest>,
+  nvfp4_torchao = #tetra.quant<nvfp4 round stochastic rule torchao>,
   e2m1_block64 = #tetra.quant<e2m1 block 64 scale e8m0 ceil>,
   mxfp4_rceil = #tetra.quant<mxfp4 rule rceil>,
   mxfp4_away = #tetra.quant<mxfp4 round nearest_away>,

@@ -144,7 +144,7 @@ std::vector<Cell> makeCells(const RolePolicy &role, OriginTable &origins) {
     return {lhs, rhs};
   };
   auto rule = [&](const OperandPolicy &op) {
-    if (!op.format.hasE8M0Scale())
+    if (!op.format.hasBlockScale())
       return Part{"-", -1};
     return one(std::string(numerics::scaleRuleName(op.rule)), op.ruleOrigin);
   };
@@ -473,7 +473,7 @@ void printJson(const ResolvedPolicy &policy, const ModelGraph &model,
     json.attributeObject(name, [&] {
       field("format", op.format.describe(), op.formatOrigin);
       field("rule",
-            op.format.hasE8M0Scale()
+            op.format.hasBlockScale()
                 ? std::optional<std::string>(numerics::scaleRuleName(op.rule))
                 : std::nullopt,
             op.ruleOrigin);

@@ -457,14 +457,21 @@ parseOptions(const std::vector<std::string_view> &args, bool &wantsHelp,
     options.scaleRule = parseScaleRule(*ruleText);
     if (!options.scaleRule)
       return Error("unknown scale rule '" + *ruleText +
-                   "' (expected floor, ceil, even or rceil)");
-    if (options.format.isBF16 ||
-        options.format.block.scaling.scaleFormat != ScaleFormat::E8M0)
-      return Error("--scale-rule applies to the E8M0 scales of MX formats; " +
-                   options.format.name +
-                   (options.format.isBF16
-                        ? " has no scales"
-                        : "'s E4M3 scales are rounded to nearest even"));
+                   "' (expected floor, ceil, even or rceil for MX formats, "
+                   "nearest or torchao for nvfp4)");
+    if (options.format.isBF16)
+      return Error("--scale-rule applies to block scales; " +
+                   options.format.name + " has no scales");
+    const ScaleFormat scales = options.format.block.scaling.scaleFormat;
+    if (scaleFormatOf(*options.scaleRule) != scales)
+      return Error("--scale-rule " + *ruleText + " is a rule of " +
+                   std::string(scaleFormatName(
+                       scaleFormatOf(*options.scaleRule))) +
+                   " scales; " + options.format.name + " has " +
+                   std::string(scaleFormatName(scales)) + " scales (" +
+                   (scales == ScaleFormat::E8M0 ? "floor, ceil, even, rceil"
+                                                : "nearest, torchao") +
+                   ")");
     options.format.block.scaling.rule = *options.scaleRule;
   }
   if (roundText) {
@@ -1073,7 +1080,8 @@ std::string describeSettings(const QuantizeOptions &options) {
       text += "E8M0 scales, rule " +
               std::string(scaleRuleName(format.scaling.rule)) + ")";
     else
-      text += "E4M3 scales x fp32 tensor scale)";
+      text += "E4M3 scales x fp32 tensor scale, rule " +
+              std::string(scaleRuleName(format.scaling.rule)) + ")";
   }
   text += ", round " + std::string(roundingName(options.rounding));
   text += ", rotate " + options.rotationText;
@@ -1239,9 +1247,10 @@ FORMATS (--format)
 
 OPTIONS
   --format F          element format (required), see above
-  --scale-rule R      how MX formats choose the E8M0 scale from the block's
-                      largest magnitude: floor (default, OCP MX), ceil, even,
-                      rceil
+  --scale-rule R      how the block scale is chosen from the block's largest
+                      magnitude: MX formats' E8M0 scales floor (default,
+                      OCP MX), ceil, even, rceil; nvfp4's E4M3 scales
+                      nearest (default) or torchao (torchao's rule)
   --round M           nearest_even (default), nearest_away, stochastic
   --seed N            seed of stochastic rounding, and of random Hadamard
                       signs when --rotate gives none (default 0). Draws are

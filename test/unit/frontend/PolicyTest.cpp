@@ -191,8 +191,9 @@ TEST_F(PolicyTest, OperandAndFieldTargets) {
   // dgrad = nvfp4 (later) replaced dgrad.rhs = mxfp8: formats are whole.
   EXPECT_EQ(linear.role(GemmRole::Dgrad).rhs.format.describe(), "nvfp4");
   EXPECT_EQ(linear.role(GemmRole::Dgrad).lhs.format.describe(), "nvfp4");
-  // nvfp4 has e4m3 scales: the rceil set before holds Floor.
-  EXPECT_EQ(linear.role(GemmRole::Dgrad).lhs.rule, ScaleRule::Floor);
+  // nvfp4 has e4m3 scales: the rceil set before gives way to their
+  // default, nearest.
+  EXPECT_EQ(linear.role(GemmRole::Dgrad).lhs.rule, ScaleRule::Nearest);
   const RolePolicy &wgrad = linear.role(GemmRole::Wgrad);
   EXPECT_EQ(wgrad.lhs.rounding, Rounding::Stochastic);
   EXPECT_EQ(wgrad.rhs.rounding, Rounding::NearestEven);
@@ -369,8 +370,8 @@ TEST_F(PolicyTest, ValueErrors) {
   expect("7:22", "NVFP4 (e2m1 with e4m3 scales) uses blocks of 16, got 32");
   expect("8:15", "f32 operands are not rounded: 'round stochastic' does not "
                  "apply");
-  expect("9:19", "a scale rule applies only to e8m0 block scales; 'nvfp4' has "
-                 "e4m3 scales");
+  expect("9:19", "'ceil' is a rule of e8m0 block scales; 'nvfp4' has e4m3 "
+                 "scales (rules: nearest, torchao)");
   expect("10:27", "Hadamard block must be 16, 32, 64 or 128, got 48");
   expect("11:9", "unknown operand or field 'roud' of wgrad; did you mean "
                  "'round'?");
@@ -408,7 +409,7 @@ TEST_F(PolicyTest, FieldThatAppliesToNothing) {
   std::optional<ResolvedPolicy> policy = load("p.tetra");
   EXPECT_FALSE(policy);
   EXPECT_NE(output.find("p.tetra:4:29: error: 'rule ceil' applies to none of "
-                        "the operands it is set on: a scale rule needs e8m0 "
+                        "the operands it is set on: it needs e8m0 "
                         "block scales (fprop.lhs of 'lm_head' is f32)"),
             std::string::npos)
       << output;
@@ -496,10 +497,14 @@ TEST(FormatChoiceTest, Describe) {
   choice.blockSize = 16;
   choice.scaleFormat = ScaleFormat::E4M3;
   EXPECT_EQ(choice.describe(), "nvfp4");
-  EXPECT_FALSE(choice.hasE8M0Scale());
+  EXPECT_TRUE(choice.takesRule(ScaleRule::Torchao));
+  EXPECT_FALSE(choice.takesRule(ScaleRule::Floor));
+  EXPECT_EQ(choice.defaultRule(), ScaleRule::Nearest);
   choice.scaleFormat = ScaleFormat::E8M0;
   EXPECT_EQ(choice.describe(), "e2m1 block 16 scale e8m0");
-  EXPECT_TRUE(choice.hasE8M0Scale());
+  EXPECT_TRUE(choice.takesRule(ScaleRule::RCeil));
+  EXPECT_FALSE(choice.takesRule(ScaleRule::Nearest));
+  EXPECT_EQ(choice.defaultRule(), ScaleRule::Floor);
   EXPECT_EQ(roleName(GemmRole::Wgrad), "wgrad");
 }
 

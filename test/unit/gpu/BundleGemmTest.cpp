@@ -71,7 +71,7 @@ struct Operand {
     operand.format.scaling.scaleFormat = operand.kind == "nvfp4"
                                              ? numerics::ScaleFormat::E4M3
                                              : numerics::ScaleFormat::E8M0;
-    if (operand.kind == "mx")
+    if (operand.kind != "bf16")
       operand.format.scaling.rule =
           *numerics::parseScaleRule(json.get("rule").asString());
     operand.format.rounding =

@@ -22,6 +22,7 @@
 #include "runtime/numerics/ScaleFolding.h"
 
 #include <map>
+#include <optional>
 
 using namespace tetra;
 using namespace tetra::testing;
@@ -55,14 +56,15 @@ const char *roleName(Role role) {
 struct Quant {
   std::string syntax; // inside #tetra.gemm's {lhs = ..., rhs = ...}
   std::string format; // "mxfp4", "nvfp4", "mxfp8_e4m3", "bf16", "f32"
-  numerics::ScaleRule rule = numerics::ScaleRule::Floor;
+  std::optional<numerics::ScaleRule> rule; ///< The preset's where unset.
   numerics::Rounding rounding = numerics::Rounding::NearestEven;
   numerics::Rotation rotation{};
 
   bool blockScaled() const { return format != "bf16" && format != "f32"; }
   numerics::BlockFormat blockFormat() const {
     numerics::BlockFormat block = *numerics::blockFormatPreset(format);
-    block.scaling.rule = rule;
+    if (rule)
+      block.scaling.rule = *rule;
     block.rounding = rounding;
     return block;
   }
@@ -103,10 +105,13 @@ const std::vector<Policy> &policies() {
     Quant e5m2Even{"mxfp8_e5m2 rule even round nearest_away", "mxfp8_e5m2",
                    ScaleRule::Even, Rounding::NearestAway};
     Quant nvfp4{"nvfp4", "nvfp4"};
-    Quant nvfp4H16{"nvfp4 rotate hadamard<16>", "nvfp4", ScaleRule::Floor,
+    Quant nvfp4H16{"nvfp4 rotate hadamard<16>", "nvfp4", ScaleRule::Nearest,
                    Rounding::NearestEven, hadamard(16)};
-    Quant nvfp4SRH16{"nvfp4 round stochastic rotate hadamard<16>", "nvfp4",
-                     ScaleRule::Floor, Rounding::Stochastic, hadamard(16)};
+    Quant nvfp4SRH16{"nvfp4 rule torchao round stochastic rotate "
+                     "hadamard<16>",
+                     "nvfp4", ScaleRule::Torchao, Rounding::Stochastic,
+                     hadamard(16)};
+    Quant nvfp4Torchao{"nvfp4 rule torchao", "nvfp4", ScaleRule::Torchao};
     Quant bf16{"bf16", "bf16"};
     Quant f32{"f32", "f32"};
     return {
@@ -120,9 +125,10 @@ const std::vector<Policy> &policies() {
          {{Role::Fprop, {e4m3, e4m3}},
           {Role::Dgrad, {mxfp4SR, mxfp4}},
           {Role::Wgrad, {srRandom, random}}}},
-        // NVFP4 (tensor scales), E5M2, and plain bf16 / f32 operands.
+        // NVFP4 (tensor scales; both scale rules), E5M2, and plain bf16 /
+        // f32 operands.
         {"mixed",
-         {{Role::Fprop, {nvfp4, nvfp4}},
+         {{Role::Fprop, {nvfp4, nvfp4Torchao}},
           {Role::Dgrad, {bf16, e5m2Even}},
           {Role::Wgrad, {nvfp4SRH16, nvfp4H16}}}},
         {"plain",

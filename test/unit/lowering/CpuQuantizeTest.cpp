@@ -55,10 +55,8 @@ struct QuantCase {
     return text;
   }
   std::string quantSyntax() const {
-    std::string text = preset;
-    if (!nvfp4())
-      text += " rule " + std::string(numerics::scaleRuleName(rule));
-    return text + " round " + std::string(numerics::roundingName(rounding));
+    return preset + " rule " + std::string(numerics::scaleRuleName(rule)) +
+           " round " + std::string(numerics::roundingName(rounding));
   }
 };
 
@@ -72,13 +70,14 @@ std::vector<QuantCase> allCases() {
       for (Rounding rounding : roundings)
         for (int axis : {0, 1})
           cases.push_back({preset, rule, rounding, axis});
-  for (Rounding rounding : roundings)
-    for (int axis : {0, 1})
-      cases.push_back({"nvfp4", ScaleRule::Floor, rounding, axis});
+  for (ScaleRule rule : {ScaleRule::Nearest, ScaleRule::Torchao})
+    for (Rounding rounding : roundings)
+      for (int axis : {0, 1})
+        cases.push_back({"nvfp4", rule, rounding, axis});
   // A middle axis, with both outer and inner extents above one.
   cases.push_back({"mxfp4", ScaleRule::Floor, Rounding::NearestEven, 1, 3});
   cases.push_back({"mxfp8_e4m3", ScaleRule::RCeil, Rounding::Stochastic, 1, 3});
-  cases.push_back({"nvfp4", ScaleRule::Floor, Rounding::Stochastic, 1, 3});
+  cases.push_back({"nvfp4", ScaleRule::Torchao, Rounding::Stochastic, 1, 3});
   return cases;
 }
 
@@ -312,7 +311,7 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, CpuQuantizeTest,
 TEST(CpuQuantizeHandChecked, NVFP4) {
   // numerics' NVFP4HandChecked (docs/numerics.md §5): ties and the 0x23
   // scale, through the generated kernel.
-  const QuantCase c{"nvfp4", ScaleRule::Floor, Rounding::NearestEven, 1};
+  const QuantCase c{"nvfp4", ScaleRule::Nearest, Rounding::NearestEven, 1};
   ASSERT_NE(library(), nullptr);
   std::vector<float> x(64, 0.0f);
   const float block0[] = {2688, 1344, 672, -224, 300, 100};
@@ -360,7 +359,7 @@ TEST(CpuQuantizeHandChecked, NVFP4OperationOrder) {
   // block amaxes for which (amax / tensorScale) / 6 would round to another
   // E4M3 code, and check that the kernel does what numerics does on them.
   ASSERT_NE(library(), nullptr);
-  const QuantCase c{"nvfp4", ScaleRule::Floor, Rounding::NearestEven, 1};
+  const QuantCase c{"nvfp4", ScaleRule::Nearest, Rounding::NearestEven, 1};
   // Candidates: block amaxes within a few ulps of q * (tensorScale * 6)
   // for q an E4M3 rounding midpoint, where one fp32 rounding decides.
   std::mt19937 rng(2024);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -23,7 +24,77 @@ BlockFormat mxfp4(ScaleRule rule = ScaleRule::Floor,
   return format;
 }
 
-BlockFormat nvfp4() { return *blockFormatPreset("nvfp4"); }
+BlockFormat nvfp4(ScaleRule rule = ScaleRule::Nearest) {
+  BlockFormat format = *blockFormatPreset("nvfp4");
+  format.scaling.rule = rule;
+  return format;
+}
+
+/// torchao's NVFP4 with a per-tensor scale (torchao/prototype/mx_formats/
+/// nvfp4_tensor.py: per_tensor_amax_to_scale, then _nvfp4_quantize's
+/// two-level branch), written here from its definition, apart from
+/// runtime/numerics: every step an fp32 operation, the casts to
+/// float8_e4m3fn and E2M1 rounding to nearest even.
+struct TorchaoNVFP4 {
+  float tensorScale = 0.0f;
+  std::vector<uint8_t> scales, codes;
+};
+
+/// A value in [2^-6, 448] cast to float8_e4m3fn (normal: 3 mantissa bits).
+uint8_t castToE4M3(float v) {
+  int e;
+  std::frexp(v, &e); // v = m * 2^e, m in [0.5, 1)
+  const float quantum = std::ldexp(1.0f, e - 1 - 3);
+  float r = std::nearbyint(v / quantum) * quantum; // ties to even
+  std::frexp(r, &e);
+  const int mantissa =
+      static_cast<int>(std::ldexp(r, 1 - e) * 8.0f) - 8; // r = 1.m * 2^(e-1)
+  return static_cast<uint8_t>(((e - 1 + 7) << 3) | mantissa);
+}
+
+float e4m3Value(uint8_t code) {
+  const int exponent = code >> 3, mantissa = code & 7;
+  return exponent == 0 ? std::ldexp(mantissa / 8.0f, -6)
+                       : std::ldexp(1.0f + mantissa / 8.0f, exponent - 7);
+}
+
+/// A value clamped to [-6, 6] cast to E2M1 (sign bit 3; the sign of -0 and
+/// of values rounding to zero kept, as torchao's f32_to_f4_unpacked does).
+uint8_t castToE2M1(float v) {
+  const float grid[] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  const float a = std::fabs(v);
+  const float quantum = a < 2.0f ? 0.5f : a < 4.0f ? 1.0f : 2.0f;
+  const float r = std::nearbyint(a / quantum) * quantum;
+  uint8_t code = 0;
+  while (grid[code] != r)
+    ++code;
+  return static_cast<uint8_t>((std::signbit(v) ? 8 : 0) | code);
+}
+
+TorchaoNVFP4 torchaoNVFP4(const std::vector<float> &x) {
+  const float F4_E2M1_MAX = 6.0f, F8E4M3_MAX = 448.0f;
+  const float E4M3_EPS = 0.015625f; // torch.finfo(float8_e4m3fn).tiny
+  TorchaoNVFP4 out;
+  float amax = 0.0f;
+  for (float v : x)
+    amax = std::max(amax, std::fabs(v));
+  out.tensorScale = amax / (F8E4M3_MAX * F4_E2M1_MAX);
+  for (size_t b = 0; b < x.size() / 16; ++b) {
+    float maxAbs = 0.0f;
+    for (int j = 0; j < 16; ++j)
+      maxAbs = std::max(maxAbs, std::fabs(x[b * 16 + j]));
+    const float blockScale = maxAbs / F4_E2M1_MAX;
+    const float scaled = std::clamp(blockScale / out.tensorScale, E4M3_EPS,
+                                    F8E4M3_MAX);
+    const uint8_t scale = castToE4M3(scaled);
+    out.scales.push_back(scale);
+    const float total = out.tensorScale * e4m3Value(scale);
+    for (int j = 0; j < 16; ++j)
+      out.codes.push_back(castToE2M1(
+          std::clamp(x[b * 16 + j] / total, -F4_E2M1_MAX, F4_E2M1_MAX)));
+  }
+  return out;
+}
 
 /// Deterministic values in [-1, 1) from Philox.
 std::vector<float> randomValues(int64_t count, uint64_t seed) {
@@ -416,6 +487,86 @@ TEST(BlockQuantizeTest, NVFP4TensorScale) {
   for (int j = 0; j < 48; ++j)
     EXPECT_EQ(y[j], (decodeE2M1(q.codes[j]) * decodeE4M3(q.scales[j / 16])) *
                         q.tensorScale);
+}
+
+TEST(BlockQuantizeTest, NVFP4TorchaoRuleIsTorchaos) {
+  // Tensors with a wide dynamic range — block amaxes from 2^7 down to
+  // 2^-56, with an all-zero block, a lone -0 and a subnormal — and plain random
+  // ones: the torchao rule gives what torchao gives, code for code and
+  // scale for scale. The in-test definition's own E4M3 and E2M1 casts are
+  // checked against the numerics library's on the way.
+  for (int value = 0; value < 0x7F; ++value) {
+    const float v = e4m3Value(static_cast<uint8_t>(value));
+    EXPECT_EQ(decodeE4M3(static_cast<uint8_t>(value)), v) << value;
+    if (v >= 0.015625f)
+      EXPECT_EQ(castToE4M3(v), value) << v;
+  }
+  int differ = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    std::vector<float> x = randomValues(64 * 16, seed);
+    if (seed % 2 == 0)
+      for (int b = 0; b < 64; ++b)
+        for (int j = 0; j < 16; ++j)
+          x[b * 16 + j] = std::ldexp(x[b * 16 + j], 7 - static_cast<int>(b));
+    std::fill(x.begin() + 5 * 16, x.begin() + 6 * 16, 0.0f);
+    x[5 * 16 + 3] = -0.0f;
+    x[6 * 16 + 2] = std::numeric_limits<float>::denorm_min();
+    const TorchaoNVFP4 expected = torchaoNVFP4(x);
+    const QuantizedTensor q = quantize(x.data(), {static_cast<int64_t>(
+                                                     x.size())},
+                                       0, nvfp4(ScaleRule::Torchao));
+    ASSERT_EQ(q.tensorScale, expected.tensorScale) << seed;
+    ASSERT_EQ(q.scales, expected.scales) << seed;
+    ASSERT_EQ(q.codes, expected.codes) << seed;
+    const QuantizedTensor nearest = quantize(
+        x.data(), {static_cast<int64_t>(x.size())}, 0, nvfp4());
+    if (nearest.scales != q.scales)
+      ++differ;
+  }
+  // The rules are not the same rule under another name.
+  EXPECT_GE(differ, 10);
+}
+
+TEST(BlockQuantizeTest, NVFP4ScaleRulesOnAWideRange) {
+  // Tensor amax 2688 (tensor scale 1); a block with amax 0.03 and one with
+  // amax 2e-3. Nearest: 0.03 / 6 = 0.005 -> the subnormal 3 * 2^-9 =
+  // 0.00586 (0x03); 2e-3 / 6 -> 0x00 (scale 0: every code is a signed zero).
+  // Torchao: both clamp to 2^-6 (0x08); the codes are x / 2^-6 rounded.
+  std::vector<float> x(48, 0.0f);
+  x[0] = 2688.0f;
+  x[16] = 0.03f;
+  x[17] = -0.01f;
+  x[32] = 1e-3f;
+  x[33] = -2e-3f; // amax 2e-3
+  const QuantizedTensor nearest = quantize(x.data(), {48}, 0, nvfp4());
+  const QuantizedTensor torchao =
+      quantize(x.data(), {48}, 0, nvfp4(ScaleRule::Torchao));
+  EXPECT_EQ(nearest.tensorScale, 1.0f);
+  EXPECT_EQ(torchao.tensorScale, 1.0f);
+  EXPECT_EQ(nearest.scales, (std::vector<uint8_t>{0x7E, 0x03, 0x00}));
+  EXPECT_EQ(torchao.scales, (std::vector<uint8_t>{0x7E, 0x08, 0x08}));
+  // 0.03 / 2^-6 = 1.92 -> 2; -0.01 / 2^-6 = -0.64 -> -0.5; 1e-3 / 2^-6 =
+  // 0.064 -> 0; -2e-3 / 2^-6 = -0.128 -> -0.
+  EXPECT_EQ(torchao.codes[16], 0x4);
+  EXPECT_EQ(torchao.codes[17], 0x9);
+  EXPECT_EQ(torchao.codes[32], 0x0);
+  EXPECT_EQ(torchao.codes[33], 0x8);
+  // Nearest's scale 0 block: every code is the sign of zero.
+  EXPECT_EQ(nearest.codes[32], 0x0);
+  EXPECT_EQ(nearest.codes[33], 0x8);
+}
+
+TEST(BlockQuantizeTest, ScaleRulesBelongToAScaleFormat) {
+  for (ScaleRule rule : scaleRules()) {
+    EXPECT_EQ(parseScaleRule(scaleRuleName(rule)), rule);
+    const bool e4m3 = rule == ScaleRule::Nearest || rule == ScaleRule::Torchao;
+    EXPECT_EQ(scaleFormatOf(rule),
+              e4m3 ? ScaleFormat::E4M3 : ScaleFormat::E8M0);
+  }
+  EXPECT_EQ(defaultScaleRule(ScaleFormat::E8M0), ScaleRule::Floor);
+  EXPECT_EQ(defaultScaleRule(ScaleFormat::E4M3), ScaleRule::Nearest);
+  EXPECT_EQ(nvfp4().scaling.rule, ScaleRule::Nearest);
+  EXPECT_EQ(scaleFormatName(ScaleFormat::E4M3), "e4m3");
 }
 
 TEST(BlockQuantizeTest, MXFP4ErrorBound) {
