@@ -36,6 +36,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <functional>
 #include <string>
 #include <vector>
@@ -111,9 +113,9 @@ double timeIt(const std::function<void()> &fn, double minTime) {
 class Table {
 public:
   Table(const Options &options) : options_(options) {
-    std::printf("%-5s %-24s %-36s %11s %9s %8s\n", "model", "kernel", "shape",
-                "time", "GFLOP/s", "GB/s");
-    std::printf("%s\n", std::string(98, '-').c_str());
+    fmt::print("{:<5} {:<24} {:<36} {:>11} {:>9} {:>8}\n", "model", "kernel",
+               "shape", "time", "GFLOP/s", "GB/s");
+    fmt::print("{}\n", std::string(98, '-'));
   }
 
   /// Times `fn`; `flops` and `bytes` per run (0: not shown).
@@ -124,17 +126,15 @@ public:
         kernel.find(options_.filter) == std::string::npos)
       return;
     const double seconds = timeIt(fn, options_.minTime);
-    char time[32], gflops[32] = "", gbytes[32] = "";
-    if (seconds < 1e-3)
-      std::snprintf(time, sizeof(time), "%8.1f us", seconds * 1e6);
-    else
-      std::snprintf(time, sizeof(time), "%8.2f ms", seconds * 1e3);
-    if (flops > 0)
-      std::snprintf(gflops, sizeof(gflops), "%9.2f", flops / seconds * 1e-9);
-    if (bytes > 0)
-      std::snprintf(gbytes, sizeof(gbytes), "%8.2f", bytes / seconds * 1e-9);
-    std::printf("%-5s %-24s %-36s %11s %9s %8s\n", model.name, kernel.c_str(),
-                shape.c_str(), time, gflops, gbytes);
+    const std::string time = seconds < 1e-3
+                                 ? fmt::format("{:8.1f} us", seconds * 1e6)
+                                 : fmt::format("{:8.2f} ms", seconds * 1e3);
+    const std::string gflops =
+        flops > 0 ? fmt::format("{:9.2f}", flops / seconds * 1e-9) : "";
+    const std::string gbytes =
+        bytes > 0 ? fmt::format("{:8.2f}", bytes / seconds * 1e-9) : "";
+    fmt::print("{:<5} {:<24} {:<36} {:>11} {:>9} {:>8}\n", model.name, kernel,
+               shape, time, gflops, gbytes);
     std::fflush(stdout);
   }
 
@@ -143,15 +143,12 @@ private:
 };
 
 std::string dims(std::initializer_list<int64_t> values) {
-  std::string text;
-  for (int64_t value : values)
-    text += (text.empty() ? "" : "x") + std::to_string(value);
-  return text;
+  return fmt::format("{}", fmt::join(values, "x"));
 }
 
 void check(const io::Status &status) {
   if (!status) {
-    std::fprintf(stderr, "error: %s\n", status.error().message().c_str());
+    fmt::print(stderr, "error: {}\n", status.error().message());
     std::exit(1);
   }
 }
@@ -217,10 +214,8 @@ void benchModel(const ModelSize &s, ThreadPool &pool, Table &table) {
         delta(rows);
     const double forwardFlops =
         4.0 * s.batch * s.heads * hd * (s.seq * (s.seq + 1) / 2.0);
-    const std::string text =
-        "B" + std::to_string(s.batch) + " T" + std::to_string(s.seq) + " H" +
-        std::to_string(s.heads) + " G" + std::to_string(s.kvHeads) + " hd" +
-        std::to_string(hd);
+    const std::string text = fmt::format("B{} T{} H{} G{} hd{}", s.batch, s.seq,
+                                         s.heads, s.kvHeads, hd);
     table.row(s, "attention.forward", text, forwardFlops, 0, [&] {
       attentionForward(pool, q.data(), k.data(), v.data(), out.data(),
                        lse.data(), shape);
@@ -371,23 +366,23 @@ bool parse(int argc, char **argv, Options &options) {
 int main(int argc, char **argv) {
   Options options;
   if (!parse(argc, argv, options)) {
-    std::fprintf(stderr,
-                 "usage: %s [--threads N] [--size tiny|125m|all] "
-                 "[--filter TEXT] [--min-time SECONDS]\n",
-                 argv[0]);
+    fmt::print(stderr,
+               "usage: {} [--threads N] [--size tiny|125m|all] [--filter TEXT] "
+               "[--min-time SECONDS]\n",
+               argv[0]);
     return 2;
   }
   if (options.threads == 0) {
     io::Expected<int> threads = ThreadPool::configuredThreadCount();
     if (!threads) {
-      std::fprintf(stderr, "error: %s\n", threads.error().message().c_str());
+      fmt::print(stderr, "error: {}\n", threads.error().message());
       return 1;
     }
     options.threads = *threads;
   }
   ThreadPool pool(options.threads);
-  std::printf(
-      "tetra-bench-cpu-kernels: %d threads, median of runs >= %.2f s\n\n",
+  fmt::print(
+      "tetra-bench-cpu-kernels: {} threads, median of runs >= {:.2f} s\n\n",
       options.threads, options.minTime);
   Table table(options);
   if (options.size != "125m")

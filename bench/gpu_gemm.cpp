@@ -40,6 +40,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fmt/format.h>
 #include <map>
 #include <random>
 #include <string>
@@ -50,7 +51,7 @@ using namespace tetra;
 namespace {
 
 int fail(const std::string &message) {
-  std::fprintf(stderr, "tetra-bench-gpu-gemm: error: %s\n", message.c_str());
+  fmt::print(stderr, "tetra-bench-gpu-gemm: error: {}\n", message);
   return 1;
 }
 
@@ -81,13 +82,13 @@ int main(int argc, char **argv) {
   if (!created)
     return fail(created.error().message());
   backend::CudaBackend &gpu = **created;
-  std::printf("%s; bundle %s (%s, policy %s), median of %d\n",
-              gpu.description().c_str(), bundle.c_str(),
-              compiled->model.c_str(), compiled->policy.c_str(), reps);
-  std::printf("%-28s %-6s %-22s %10s %10s %10s %9s %9s %9s %9s %7s %7s %5s %7s %6s %8s  %s\n",
-              "kernel", "role", "M x N x K", "lhs ms", "rhs ms", "mma ms",
-              "mma TF/s", "all TF/s", "X q TB/s", "W q TB/s", "q regs",
-              "q warps", "regs", "smem KB", "local", "warps/SM", "check");
+  fmt::print("{}; bundle {} ({}, policy {}), median of {}\n", gpu.description(),
+             bundle, compiled->model, compiled->policy, reps);
+  fmt::print("{:<28} {:<6} {:<22} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} "
+             "{:>7} {:>7} {:>5} {:>7} {:>6} {:>8}  {}\n",
+             "kernel", "role", "M x N x K", "lhs ms", "rhs ms", "mma ms",
+             "mma TF/s", "all TF/s", "X q TB/s", "W q TB/s", "q regs",
+             "q warps", "regs", "smem KB", "local", "warps/SM", "check");
   // One pool of random inputs (normal, from a fixed seed), drawn once and
   // reused by every kernel: drawing each operand afresh costs the host more
   // than all the timed launches together.
@@ -133,7 +134,7 @@ int main(int argc, char **argv) {
       const auto &shape = operand.get("shape").items();
       int64_t count = shape[0].asInt64() * shape[1].asInt64();
       const float *values = inputsOf(count);
-      std::string key = "input:" + std::to_string(operand.get("input").asInt64());
+      std::string key = fmt::format("input:{}", operand.get("input").asInt64());
       if (!allocate(key, count * 4) ||
           !gpu.copyToDevice(buffers[key], values, count * 4) ||
           !gpu.synchronize())
@@ -292,32 +293,27 @@ int main(int argc, char **argv) {
         good += mxfp4 ? std::memcmp(&got, &expected, 4) == 0
                       : std::fabs(double(got) - expected) <= 2 * gamma * magnitude;
       }
-      checked = std::to_string(good) + "/" + std::to_string(samples) +
-                (mxfp4 ? " bit-exact" : " in bound");
+      checked = fmt::format("{}/{}{}", good, samples,
+                            (mxfp4 ? " bit-exact" : " in bound"));
       if (good != samples) {
-        std::printf("%s: %s\n", kernel.name.c_str(), checked.c_str());
+        fmt::print("{}: {}\n", kernel.name, checked);
         return fail(kernel.name + ": the MMA launch does not compute the contract");
       }
     }
     double flops = 2.0 * m * n * k;
     double all = medians[0] + medians[1] + medians[2];
-    char shape[64];
-    std::snprintf(shape, sizeof(shape), "%lld x %lld x %lld", (long long)m,
-                  (long long)n, (long long)k);
+    const std::string shape = fmt::format("{} x {} x {}", m, n, k);
     const std::string quantizeUse[2] = {
-        std::to_string(quantizeRegisters[0]) + "/" +
-            std::to_string(quantizeRegisters[1]),
-        std::to_string(quantizeWarps[0]) + "/" +
-            std::to_string(quantizeWarps[1])};
-    std::printf("%-28s %-6s %-22s %10.3f %10.3f %10.3f %9.2f %9.2f %9.2f %9.2f %7s %7s %5d %7.1f %6d %8d  %s\n",
-                name.substr(0, 28).c_str(), computes.get("role").asString().c_str(),
-                shape, medians[0], medians[1], medians[2],
-                flops / (medians[2] * 1e9), flops / (all * 1e9),
-                quantizeBytes[0] / (quantizeMs[0] * 1e9),
-                quantizeBytes[1] / (quantizeMs[1] * 1e9),
-                quantizeUse[0].c_str(), quantizeUse[1].c_str(), used.registers,
-                used.staticSharedBytes / 1024.0, used.localBytes,
-                used.blocksPerSM * warpsPerBlock, checked.c_str());
+        fmt::format("{}/{}", quantizeRegisters[0], quantizeRegisters[1]),
+        fmt::format("{}/{}", quantizeWarps[0], quantizeWarps[1])};
+    fmt::print("{:<28} {:<6} {:<22} {:10.3f} {:10.3f} {:10.3f} {:9.2f} {:9.2f} "
+               "{:9.2f} {:9.2f} {:>7} {:>7} {:5} {:7.1f} {:6} {:8}  {}\n",
+               name.substr(0, 28), computes.get("role").asString(), shape,
+               medians[0], medians[1], medians[2], flops / (medians[2] * 1e9),
+               flops / (all * 1e9), quantizeBytes[0] / (quantizeMs[0] * 1e9),
+               quantizeBytes[1] / (quantizeMs[1] * 1e9), quantizeUse[0],
+               quantizeUse[1], used.registers, used.staticSharedBytes / 1024.0,
+               used.localBytes, used.blocksPerSM * warpsPerBlock, checked);
     for (auto &[key, buffer] : buffers)
       (void)gpu.free(buffer);
     (void)gpu.unloadModule(*module);

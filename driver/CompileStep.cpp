@@ -2,6 +2,7 @@
 
 #include "driver/CompileStep.h"
 
+#include "dialect/LLVMFormatters.h"
 #include "dialect/TetraOps.h"
 #include "driver/AmdgpuCompiler.h"
 #include "driver/NvptxCompiler.h"
@@ -266,22 +267,21 @@ std::vector<int> shareRepeatedOperandLaunches(schedule::Schedule &plan) {
     // The key: code, grid, scalars, and each read buffer by position.
     std::string key = launch.kernel;
     for (int d = 0; d < 3; ++d)
-      key += " " + std::to_string(launch.config.grid[d]) + "x" +
-             std::to_string(launch.config.block[d]);
-    key += " " + std::to_string(launch.config.sharedMemoryBytes);
+      key +=
+          fmt::format(" {}x{}", launch.config.grid[d], launch.config.block[d]);
+    key += fmt::format(" {}", launch.config.sharedMemoryBytes);
     for (const backend::Scalar &scalar : launch.scalars)
-      key += " s" + std::to_string(scalar.asInt()) + "/" +
-             std::to_string(scalar.asFloat());
+      key += fmt::format(" s{}/{}", scalar.asInt(), scalar.asFloat());
     for (const auto &[position, name] : launch.boundScalars)
-      key += " b" + std::to_string(position) + name;
+      key += fmt::format(" b{}{}", position, name);
     bool readsAChangedBuffer = false;
     for (size_t a = 0; a < launch.buffers.size(); ++a) {
       int buffer = launch.buffers[a];
       if (producedBy(buffer, l)) {
-        key += " w" + std::to_string(a);
+        key += fmt::format(" w{}", a);
         continue;
       }
-      key += " r" + std::to_string(a) + ":" + std::to_string(buffer);
+      key += fmt::format(" r{}:{}", a, buffer);
       readsAChangedBuffer |=
           plan.buffers[buffer].role != schedule::BufferRole::Temporary &&
           plan.buffers[buffer].role != schedule::BufferRole::Parameter &&

@@ -2,6 +2,7 @@
 
 #include "driver/CpuKernelTable.h"
 
+#include "dialect/LLVMFormatters.h"
 #include "dialect/TetraOps.h"
 #include "lowering/Conversion/Passes.h"
 #include "runtime/backend/ThreadPool.h"
@@ -52,11 +53,10 @@ io::Status runCompiledKernel(const backend::CpuKernelContext &context,
     }
     if (buffers[argument.index].size() <
         static_cast<size_t>(stride) * sizeof(float))
-      return io::Error(context.signature.name + ": buffer " +
-                       std::to_string(argument.index) + " holds " +
-                       std::to_string(buffers[argument.index].size()) +
-                       " bytes, the kernel needs " +
-                       std::to_string(stride * sizeof(float)));
+      return io::Error(
+          fmt::format("{}: buffer {} holds {} bytes, the kernel needs {}",
+                      context.signature.name, argument.index,
+                      buffers[argument.index].size(), stride * sizeof(float)));
     descriptor.insert(descriptor.end(), strides.begin(), strides.end());
     descriptorPointers[i] = descriptor.data();
     arguments[i] = &descriptorPointers[i];
@@ -117,15 +117,15 @@ CompiledKernelTable::compile(ModuleOp module, const JitOptions &options) {
         argument.index = scalarCount++;
         entry->arguments.push_back(argument);
         signature.scalars.push_back(
-            {"i" + std::to_string(index), backend::ScalarKind::Int});
+            {fmt::format("i{}", index), backend::ScalarKind::Int});
         continue;
       }
       addTensor(input.getType(), backend::BufferAccess::In,
-                "in" + std::to_string(index));
+                fmt::format("in{}", index));
     }
     for (auto [index, result] : llvm::enumerate(kernel.getResults()))
       addTensor(result.getType(), backend::BufferAccess::Out,
-                "out" + std::to_string(index));
+                fmt::format("out{}", index));
     if (error.empty()) {
       table->entries_.push_back(std::move(entry));
       if (io::Status added = table->table_.add(signature, runCompiledKernel,

@@ -2,6 +2,7 @@
 
 #include "driver/GpuCodeCache.h"
 
+#include "dialect/LLVMFormatters.h"
 #include "driver/CacheRoot.h"
 
 #include "llvm/Config/llvm-config.h"
@@ -38,7 +39,7 @@ std::string entryPath(llvm::StringRef chip, llvm::StringRef key) {
 /// The payload: the code's length in decimal, a newline, the code, then the
 /// assembly.
 std::string payload(const CachedGpuCode &code) {
-  return std::to_string(code.code.size()) + "\n" + code.code + code.assembly;
+  return fmt::format("{}\n{}{}", code.code.size(), code.code, code.assembly);
 }
 
 } // namespace
@@ -91,7 +92,7 @@ void tetra::storeCachedGpuCode(llvm::StringRef chip, llvm::StringRef key,
     return;
   std::string body = payload(code);
   std::string temporary =
-      path + ".tmp" + std::to_string(llvm::sys::Process::getProcessId());
+      fmt::format("{}.tmp{}", path, llvm::sys::Process::getProcessId());
   {
     std::error_code error;
     llvm::raw_fd_ostream os(temporary, error);

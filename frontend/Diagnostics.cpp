@@ -6,6 +6,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <cstdio>
+#include <fmt/format.h>
 
 using namespace tetra::frontend;
 
@@ -111,7 +112,5 @@ unsigned tetra::frontend::loadSourceFile(llvm::SourceMgr &sourceMgr,
 }
 
 std::string tetra::frontend::formatNumber(double value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%g", value);
-  return buffer;
+  return fmt::format("{:g}", value);
 }

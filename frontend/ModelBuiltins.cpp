@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/LLVMFormatters.h"
 #include "frontend/ModelElaborator.h"
 
 #include <cmath>
@@ -220,8 +221,9 @@ AbstractValue BuiltinCall::rope() {
   if (!x || !headDim || !theta)
     return AbstractValue::poison();
   if (*headDim % 2 != 0) {
-    argError(1, "head_dim must be even (rope rotates pairs), but it is " +
-                    std::to_string(*headDim));
+    argError(1, fmt::format(
+                    "head_dim must be even (rope rotates pairs), but it is {}",
+                    *headDim));
     return AbstractValue::poison();
   }
   if (x->shape.size() != 3) {
@@ -231,9 +233,9 @@ AbstractValue BuiltinCall::rope() {
   }
   const Dim &features = x->shape[2];
   if (features.isSymbolic() || features.size % *headDim != 0) {
-    callError("x is " + shapeOf(0) + " but head_dim is " +
-              std::to_string(*headDim) +
-              ": the last dimension of x must be a multiple of head_dim");
+    callError(fmt::format("x is {} but head_dim is {}: the last dimension of x "
+                          "must be a multiple of head_dim",
+                          shapeOf(0), *headDim));
     return AbstractValue::poison();
   }
   Op op = makeOp(OpKind::Rope);
@@ -259,15 +261,15 @@ AbstractValue BuiltinCall::attention() {
     return AbstractValue::poison();
   }
   if (*heads % *kvHeads != 0) {
-    argError(4, "heads (" + std::to_string(*heads) +
-                    ") must be a multiple of kv_heads (" +
-                    std::to_string(*kvHeads) + ")");
+    argError(4, fmt::format("heads ({}) must be a multiple of kv_heads ({})",
+                            *heads, *kvHeads));
     return AbstractValue::poison();
   }
   const Dim &features = q->shape[2];
   if (features.isSymbolic() || features.size % *heads != 0) {
-    callError("q is " + shapeOf(0) + " but heads is " + std::to_string(*heads) +
-              ": the last dimension of q must be a multiple of heads");
+    callError(fmt::format("q is {} but heads is {}: the last dimension of q "
+                          "must be a multiple of heads",
+                          shapeOf(0), *heads));
     return AbstractValue::poison();
   }
   int64_t headDim = features.size / *heads;
@@ -275,11 +277,10 @@ AbstractValue BuiltinCall::attention() {
   for (size_t i = 1; i < 3; ++i) {
     if (values[i].type.shape == expected)
       continue;
-    callError(argName(i) + " is " + shapeOf(i) + " but must be " +
-              formatShape(expected) +
-              ": q's batch and sequence, and kv_heads (" +
-              std::to_string(*kvHeads) + ") * head_dim (" +
-              std::to_string(headDim) + ")");
+    callError(fmt::format("{} is {} but must be {}: q's batch and sequence, "
+                          "and kv_heads ({}) * head_dim ({})",
+                          argName(i), shapeOf(i), formatShape(expected),
+                          *kvHeads, headDim));
     return AbstractValue::poison();
   }
   Op op = makeOp(OpKind::Attention);

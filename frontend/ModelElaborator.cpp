@@ -15,6 +15,7 @@
 
 #include "frontend/ModelElaborator.h"
 
+#include "dialect/LLVMFormatters.h"
 #include "frontend/Frontend.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -117,15 +118,15 @@ std::string elaboration::describe(const AbstractValue &value) {
   case AbstractValue::Kind::Poison:
     return "an invalid value";
   case AbstractValue::Kind::Integer:
-    return "the integer " + std::to_string(value.integer);
+    return fmt::format("the integer {}", value.integer);
   case AbstractValue::Kind::Float:
     return "the number " + formatNumber(value.number);
   case AbstractValue::Kind::Tensor:
     return "a tensor " + formatType(value.type);
   case AbstractValue::Kind::Group:
     if (value.group->kind == ParamNode::Kind::Array)
-      return "the parameter group '" + value.group->path + "' (" +
-             std::to_string(value.group->elements.size()) + " copies)";
+      return fmt::format("the parameter group '{}' ({} copies)",
+                         value.group->path, value.group->elements.size());
     return "the parameter group '" + value.group->path + "'";
   }
   return "a value";
@@ -502,7 +503,7 @@ void Elaborator::expandParams(const ParamItem &item, ParamNode &parent,
         break;
       }
       auto element = std::make_unique<ParamNode>();
-      element->path = node->path + "." + std::to_string(i);
+      element->path = fmt::format("{}.{}", node->path, i);
       element->declaration = item.nameRange;
       for (const ParamItem &member : item.members)
         expandParams(member, *element, element->path + ".");
@@ -749,9 +750,9 @@ void Elaborator::execFor(const ForStmt &loop, Frame &frame) {
   }
   if (end.integer < begin.integer) {
     error(loop.getBegin().getLoc(),
-          "the range " + std::to_string(begin.integer) + ".." +
-              std::to_string(end.integer) +
-              " is reversed ('for i in a..b' runs i from a to b - 1)",
+          fmt::format("the range {}..{} is reversed ('for i in a..b' runs i "
+                      "from a to b - 1)",
+                      begin.integer, end.integer),
           {loop.getBegin().getRange().Start, loop.getEnd().getRange().End});
     return;
   }
@@ -807,10 +808,10 @@ void Elaborator::checkUnusedParameters() {
     std::string hint;
     if (copies > 1 && unused.size() == copies) {
       name = wildcardIndices(name);
-      hint = "none of its " + std::to_string(copies) + " copies is used";
+      hint = fmt::format("none of its {} copies is used", copies);
     } else if (unused.size() > 1) {
-      hint = std::to_string(unused.size() - 1) + " more of its " +
-             std::to_string(copies) + " copies are unused too";
+      hint = fmt::format("{} more of its {} copies are unused too",
+                         unused.size() - 1, copies);
     }
     error(item.nameRange.Start,
           "parameter '" + name + "' is never used by forward or loss",
@@ -1079,13 +1080,12 @@ AbstractValue Elaborator::foldConstants(const BinaryExpr &binary,
         break;
       }
       if (a % b != 0) {
-        error(loc,
-              "integer division " + std::to_string(a) + " / " +
-                  std::to_string(b) + " is not exact (remainder " +
-                  std::to_string(a % b) + ")",
-              range,
-              "write a float (" + std::to_string(a) +
-                  ".0) for a fractional result");
+        error(
+            loc,
+            fmt::format("integer division {} / {} is not exact (remainder {})",
+                        a, b, a % b),
+            range,
+            fmt::format("write a float ({}.0) for a fractional result", a));
         return AbstractValue::poison();
       }
       result = a / b;
@@ -1237,9 +1237,8 @@ AbstractValue Elaborator::evalIndex(const IndexExpr &index, Frame *frame) {
     if (!reportedIndices.insert({base.group, position.integer}).second)
       return AbstractValue::poison();
     error(indexExpr.getLoc(),
-          "index " + std::to_string(position.integer) + " is out of range: '" +
-              base.group->path + "' has " + std::to_string(count) +
-              " copies (0 to " + std::to_string(count - 1) + ")",
+          fmt::format("index {} is out of range: '{}' has {} copies (0 to {})",
+                      position.integer, base.group->path, count, count - 1),
           indexExpr.getRange());
     return AbstractValue::poison();
   }
@@ -1258,9 +1257,9 @@ AbstractValue Elaborator::evalMember(const MemberExpr &member, Frame *frame) {
   const ParamNode &group = *base.group;
   if (group.kind == ParamNode::Kind::Array) {
     error(member.getLoc(),
-          "'" + group.path + "' has " + std::to_string(group.elements.size()) +
-              " copies: index it first, as in " + group.path + "[i]." +
-              member.getMember(),
+          fmt::format("'{}' has {} copies: index it first, as in {}[i].{}",
+                      group.path, group.elements.size(), group.path,
+                      member.getMember()),
           range);
     return AbstractValue::poison();
   }
@@ -1474,11 +1473,10 @@ Elaborator::bindArguments(const Signature &signature,
     slots[*slot] = &arg;
   }
   auto countMessage = [&] {
-    return "'" + signature.function + "' takes " +
-           std::to_string(positionalCount) + " " + plural +
-           (positionalCount == 1 ? "" : "s") + ", but " +
-           std::to_string(positionalGiven) +
-           (positionalGiven == 1 ? " was" : " were") + " given";
+    return fmt::format("'{}' takes {} {}{}, but {}{} given", signature.function,
+                       positionalCount, plural,
+                       (positionalCount == 1 ? "" : "s"), positionalGiven,
+                       (positionalGiven == 1 ? " was" : " were"));
   };
   if (firstExtra) {
     error(firstExtra->getLoc(), countMessage(), firstExtra->value->getRange(),

@@ -10,6 +10,7 @@
 
 #include "frontend/PolicyGlob.h"
 
+#include "dialect/LLVMFormatters.h"
 #include "frontend/Diagnostics.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -79,9 +80,9 @@ public:
         if (!parseBraces(pos, end, alternatives))
           return false;
         if (result.size() * alternatives.size() > kMaxAlternatives)
-          return fail(pos, "pattern expands to more than " +
-                               std::to_string(kMaxAlternatives) +
-                               " alternatives");
+          return fail(
+              pos, fmt::format("pattern expands to more than {} alternatives",
+                               kMaxAlternatives));
         std::vector<Glob::Sequence> product;
         for (const Glob::Sequence &prefix : result)
           for (const Glob::Sequence &suffix : alternatives) {
@@ -156,9 +157,8 @@ private:
             lowText.getAsInteger(10, low) || highText.getAsInteger(10, high))
           return fail(start, "range bound too large in '{" + text.str() + "}'");
         if (low > high)
-          return fail(start, "empty range {" + text.str() +
-                                 "}: " + std::to_string(low) + " > " +
-                                 std::to_string(high));
+          return fail(start, fmt::format("empty range {{{}}}: {} > {}",
+                                         text.str(), low, high));
         Glob::Piece piece;
         piece.kind = Glob::Piece::Kind::Range;
         piece.low = low;
@@ -172,9 +172,9 @@ private:
         for (Glob::Sequence &sequence : nested)
           alternatives.push_back(std::move(sequence));
         if (alternatives.size() > kMaxAlternatives)
-          return fail(open, "pattern expands to more than " +
-                                std::to_string(kMaxAlternatives) +
-                                " alternatives");
+          return fail(
+              open, fmt::format("pattern expands to more than {} alternatives",
+                                kMaxAlternatives));
       }
       if (pos >= end)
         return fail(open, "unclosed '{' in pattern");

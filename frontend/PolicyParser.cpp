@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/LLVMFormatters.h"
 #include "frontend/Lexer.h"
 #include "frontend/ParserBase.h"
 #include "frontend/PolicyAST.h"
@@ -853,11 +854,12 @@ std::string tetra::frontend::describeRotation(const Rotation &rotation) {
   case RotationKind::None:
     return "none";
   case RotationKind::Hadamard:
-    return "hadamard<" + std::to_string(rotation.blockSize) + ">";
+    return fmt::format("hadamard<{}>", rotation.blockSize);
   case RotationKind::RandomHadamard:
-    return "random_hadamard<" + std::to_string(rotation.blockSize) + ", " +
-           (rotation.schedule == SignSchedule::Fixed ? "fixed" : "per_step") +
-           ", " + std::to_string(rotation.seed) + ">";
+    return fmt::format(
+        "random_hadamard<{}, {}, {}>", rotation.blockSize,
+        (rotation.schedule == SignSchedule::Fixed ? "fixed" : "per_step"),
+        rotation.seed);
   }
   return "none";
 }
@@ -915,7 +917,7 @@ void tetra::frontend::printPolicyAST(const PolicyFileAST &file,
     if (!loc.isValid())
       return std::string();
     auto [line, column] = sourceMgr.getLineAndColumn(loc);
-    return " @" + std::to_string(line) + ":" + std::to_string(column);
+    return fmt::format(" @{}:{}", line, column);
   };
   os << "Policy " << file.name << at(file.nameLoc) << "\n";
   if (file.extends)

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/LLVMFormatters.h"
 #include "frontend/Policy.h"
 #include "runtime/numerics/BlockQuantize.h"
 #include "frontend/PolicyAST.h"
@@ -51,8 +52,8 @@ std::string FormatChoice::describe() const {
       element, static_cast<int>(blockSize), scaleFormat);
   if (!preset.empty())
     return std::string(preset);
-  return elementName + " block " + std::to_string(blockSize) + " scale " +
-         (scaleFormat == ScaleFormat::E8M0 ? "e8m0" : "e4m3");
+  return fmt::format("{} block {} scale {}", elementName, blockSize,
+                     (scaleFormat == ScaleFormat::E8M0 ? "e8m0" : "e4m3"));
 }
 
 const LinearPolicy *ResolvedPolicy::find(llvm::StringRef linear) const {
@@ -425,8 +426,8 @@ void Resolver::reportMissingFormats(const std::vector<LinearState> &states) {
     std::string message =
         "no format for " + what + " of linear '" + linearNames[first] + "'";
     if (count > 1)
-      message += " (nor of " + std::to_string(count - 1) + " more linear" +
-                 (count > 2 ? "s" : "") + ")";
+      message += fmt::format(" (nor of {} more linear{})", count - 1,
+                             (count > 2 ? "s" : ""));
     const PolicyFileAST &file = chain.back();
     diags.error(file.nameLoc, message, {},
                 "formats have no built-in value: set every role's format in "

@@ -10,6 +10,7 @@
 
 #include "frontend/Policy.h"
 
+#include "dialect/LLVMFormatters.h"
 #include "frontend/ModelGraph.h"
 
 #include <map>
@@ -22,7 +23,7 @@ using namespace tetra::frontend;
 
 /// "hadamard<32>", "random_hadamard<64>".
 static std::string describeRotation(const numerics::Rotation &rotation) {
-  std::string block = "<" + std::to_string(rotation.blockSize) + ">";
+  std::string block = fmt::format("<{}>", rotation.blockSize);
   return rotation.kind == numerics::RotationKind::RandomHadamard
              ? "random_hadamard" + block
              : "hadamard" + block;
@@ -57,11 +58,11 @@ bool tetra::frontend::checkReductionSizes(DiagnosticEngine &diags,
       return;
     order.push_back(key);
     it->second.loc = origin.loc;
-    it->second.message = context + roleName(role).str() + " of '" + linear +
-                         "' reduces over " + what +
-                         ", which is not a multiple of its " +
-                         (isRotation ? "rotation block " : "block size ") +
-                         std::to_string(size) + " (" + setting + ")";
+    it->second.message = fmt::format(
+        "{}{} of '{}' reduces over {}, which is not a multiple of its {}{} "
+        "({})",
+        context, roleName(role).str(), linear, what,
+        (isRotation ? "rotation block " : "block size "), size, setting);
   };
 
   for (const LinearPolicy &linear : policy.linears) {
@@ -79,8 +80,8 @@ bool tetra::frontend::checkReductionSizes(DiagnosticEngine &diags,
       if (extent == 0)
         continue; // Wgrad without a run: the tokens are not known yet.
       std::string what =
-          role == GemmRole::Fprop   ? std::to_string(in) + " input features"
-          : role == GemmRole::Dgrad ? std::to_string(out) + " output features"
+          role == GemmRole::Fprop   ? fmt::format("{} input features", in)
+          : role == GemmRole::Dgrad ? fmt::format("{} output features", out)
                                     : tokensText;
       const RolePolicy &rolePolicy = linear.role(role);
       for (const OperandPolicy *operand : {&rolePolicy.lhs, &rolePolicy.rhs})
@@ -96,8 +97,8 @@ bool tetra::frontend::checkReductionSizes(DiagnosticEngine &diags,
     const Failure &failure = failures[key];
     std::string message = failure.message;
     if (failure.linears.size() > 1)
-      message += "; so do " + std::to_string(failure.linears.size() - 1) +
-                 " more linears";
+      message +=
+          fmt::format("; so do {} more linears", failure.linears.size() - 1);
     if (failure.loc.isValid())
       diags.error(failure.loc, message);
     else

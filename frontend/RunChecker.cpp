@@ -1,6 +1,7 @@
 //===- RunChecker.cpp - Checking run files --------------------------------===//
 
 #include "frontend/RunChecker.h"
+#include "dialect/LLVMFormatters.h"
 #include "frontend/Frontend.h"
 #include "frontend/PolicyGlob.h"
 
@@ -60,10 +61,10 @@ std::optional<int64_t> RunChecker::getInteger(const RunExpr &expr,
     return std::nullopt;
   }
   if (value < minimum) {
-    error(expr, what + " must be " +
-                    (minimum == 1 ? std::string("positive")
-                                  : ">= " + std::to_string(minimum)) +
-                    ", got " + std::to_string(value));
+    error(expr, fmt::format("{} must be {}, got {}", what,
+                            minimum == 1 ? std::string("positive")
+                                         : fmt::format(">= {}", minimum),
+                            value));
     return std::nullopt;
   }
   return value;
@@ -544,17 +545,16 @@ std::optional<RunConfig> RunChecker::check() {
   if (hasTokens && !hasSteps && config.tokens > 0 && tokensPerStep > 0 &&
       config.tokens < tokensPerStep)
     error(given["tokens"],
-          "tokens (" + std::to_string(config.tokens) +
-              ") is less than one step (seq_len x micro_batch x "
-              "accumulation = " +
-              std::to_string(tokensPerStep) + " tokens)");
+          fmt::format("tokens ({}) is less than one step (seq_len x "
+                      "micro_batch x accumulation = {} tokens)",
+                      config.tokens, tokensPerStep));
   int64_t steps = config.steps;
   if (!hasSteps && tokensPerStep > 0)
     steps = config.tokens / tokensPerStep;
   if (warmupExpr && steps > 0 && config.schedule.warmup > steps)
-    error(*warmupExpr, "warmup (" + std::to_string(config.schedule.warmup) +
-                           " steps) is longer than the run (" +
-                           std::to_string(steps) + " steps)");
+    error(*warmupExpr,
+          fmt::format("warmup ({} steps) is longer than the run ({} steps)",
+                      config.schedule.warmup, steps));
   if (minLrExpr && config.schedule.minLr > config.lr)
     error(*minLrExpr, "min_lr (" + minLrExpr->print() +
                           ") is larger than the optimizer's lr (" +

@@ -11,6 +11,7 @@
 
 #include "lowering/BuildSchedule.h"
 
+#include "dialect/LLVMFormatters.h"
 #include "dialect/TetraOps.h"
 #include "lowering/NumericsOf.h"
 
@@ -273,7 +274,7 @@ LogicalResult ScheduleBuilder::markOutputs() {
       StringAttr name =
           function.getResultAttrOfType<StringAttr>(index, "tetra.output");
       buffer.role = BufferRole::Output;
-      buffer.name = name ? name.str() : "result" + std::to_string(index);
+      buffer.name = name ? name.str() : fmt::format("result{}", index);
       continue;
     }
     if (buffer.role == BufferRole::Input || buffer.role == BufferRole::Constant)
@@ -288,7 +289,7 @@ FailureOr<int> ScheduleBuilder::bufferOf(Value value) {
   auto it = buffers.find(value);
   if (it != buffers.end())
     return it->second;
-  std::string name = "%" + std::to_string(result.buffers.size());
+  std::string name = fmt::format("%{}", result.buffers.size());
   if (Operation *def = value.getDefiningOp())
     name += " " + def->getName().stripDialect().str();
   FailureOr<int> buffer =
@@ -325,7 +326,7 @@ LogicalResult ScheduleBuilder::schedule(Operation *op) {
     if (!splat || !splat.getElementType().isF32())
       return op->emitError("only f32 splat constants have a buffer form");
     FailureOr<int> buffer =
-        newBuffer("constant." + std::to_string(result.buffers.size()),
+        newBuffer(fmt::format("constant.{}", result.buffers.size()),
                   BufferRole::Constant, constant.getType());
     if (failed(buffer))
       return failure();

@@ -13,6 +13,7 @@ packages=(
   libclang-rt-22-dev  # libFuzzer and the sanitizers: tools/tetra-fuzz-frontend
   liblld-22-dev  # lld as a library: gfx950 HSACO linked in process (driver/AmdgpuCompiler)
   libcairo2-dev fonts-dejavu-core  # runtime/plot: tetra plot's PNG/SVG/PDF, text in DejaVu Sans
+  libfmt-dev  # formatting of messages, tables and numbers (used header-only)
 )
 
 missing=()

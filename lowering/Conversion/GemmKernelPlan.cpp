@@ -1,6 +1,7 @@
 //===- GemmKernelPlan.cpp - One plan for every GPU target's GEMMs ---------===//
 
 #include "lowering/Conversion/GemmKernelPlan.h"
+#include "dialect/LLVMFormatters.h"
 #include "lowering/Conversion/GpuStepKernels.h"
 
 #include "lowering/NumericsOf.h"
@@ -87,10 +88,10 @@ GemmKernelLowering::planOperand(Value operand, Value scales,
              quant.getBlockSize() == 16 && format == ElementFormat::E2M1)
       plan.kind = OperandKind::NVFP4;
     else
-      return refuse(Twine(which) + " is " + stringifyElementFormat(format) +
-                    " on blocks of " + std::to_string(quant.getBlockSize()) +
-                    "; GPU targets run MX (E8M0 scales on blocks of 32), "
-                    "NVFP4 (E2M1, E4M3 scales on blocks of 16) and bf16");
+      return refuse(fmt::format(
+          "{} is {} on blocks of {}; GPU targets run MX (E8M0 scales on blocks "
+          "of 32), NVFP4 (E2M1, E4M3 scales on blocks of 16) and bf16",
+          which, stringifyElementFormat(format), quant.getBlockSize()));
     auto quantize = operand.getDefiningOp<QuantizeOp>();
     if (!quantize || quantize.getScales() != scales)
       return refuse(Twine(which) + "'s codes are not quantized in the kernel");
@@ -205,16 +206,16 @@ LogicalResult GemmKernelLowering::lower(ModuleOp module) {
   if (failed(checkTarget()))
     return failure();
   if (blockTile != 32 && blockTile != 64 && blockTile != 128)
-    return refuse("block-tile must be 32, 64 or 128, not " +
-                  std::to_string(blockTile));
+    return refuse(
+        fmt::format("block-tile must be 32, 64 or 128, not {}", blockTile));
   auto resultType = cast<RankedTensorType>(matmul.getResult().getType());
   m = resultType.getDimSize(0);
   n = resultType.getDimSize(1);
   k = lhs.type.getDimSize(matmul.getLhsReductionDim());
   if (m % 32 != 0 || n % 32 != 0 || k % 32 != 0)
-    return refuse("its shape " + std::to_string(m) + " x " +
-                  std::to_string(n) + " x " + std::to_string(k) +
-                  " is not a multiple of the 32 x 32 x 32 warp tile");
+    return refuse(fmt::format("its shape {} x {} x {} is not a multiple of the "
+                              "32 x 32 x 32 warp tile",
+                              m, n, k));
   for (const OperandPlan *operand : {&lhs, &rhs}) {
     int64_t extent = operand->type.getDimSize(operand->axis);
     if (!operand->rotation.isNone() &&
@@ -584,7 +585,7 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
       (threads + kPrologueThreads - 1) / kPrologueThreads, 1, 1};
   const SmallVector<int64_t> threadBlock = {kPrologueThreads, 1, 1};
   const std::pair<std::string, Type> input = {
-      "input:" + std::to_string(operand.input), flat(count, f32)};
+      fmt::format("input:{}", operand.input), flat(count, f32)};
   const std::pair<std::string, Type> seed = {"scalar:seed", i64},
                                      step = {"scalar:step", i64};
   // Element j's stochastic-rounding bits, j counted from `base` in the

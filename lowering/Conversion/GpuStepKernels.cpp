@@ -2,6 +2,7 @@
 
 #include "lowering/Conversion/GpuStepKernels.h"
 
+#include "dialect/LLVMFormatters.h"
 #include "lowering/Conversion/AttentionKernelPlan.h"
 #include "lowering/Conversion/GemmKernelPlan.h"
 #include "lowering/Conversion/GpuKernelBody.h"
@@ -98,9 +99,9 @@ LogicalResult tetra::conversion::lowerElementwiseKernel(KernelOp kernel,
   OpBuilder inner = OpBuilder::atBlockBegin(gpuModule.getBody());
   SmallVector<std::pair<std::string, Type>> arguments;
   for (unsigned i = 0; i < entry.getNumArguments(); ++i)
-    arguments.push_back({"input:" + std::to_string(i), flat(count, f32)});
+    arguments.push_back({fmt::format("input:{}", i), flat(count, f32)});
   for (unsigned i = 0; i < kernel.getNumResults(); ++i)
-    arguments.push_back({"result:" + std::to_string(i), flat(count, f32)});
+    arguments.push_back({fmt::format("result:{}", i), flat(count, f32)});
   gpu::GPUFuncOp func = createLaunch(
       inner, kernel.getLoc(), kernel.getKernelName().str(), arguments,
       {ceilDiv(count, kElementwiseThreads), 1, 1},
@@ -156,14 +157,14 @@ registryArguments(MLIRContext *context, const LibraryCall &call,
     Type element = desc.type == backend::ElementType::I32
                        ? Type(IntegerType::get(context, 32))
                        : Type(Float32Type::get(context));
-    arguments.push_back({"buffer:" + std::to_string(i),
-                         flat(std::max<int64_t>(1, desc.numElements()),
-                              element)});
+    arguments.push_back(
+        {fmt::format("buffer:{}", i),
+         flat(std::max<int64_t>(1, desc.numElements()), element)});
   }
   arguments.append(scratch.begin(), scratch.end());
   for (size_t i = 0; i < call.launch.scalars.size(); ++i)
     arguments.push_back(
-        {"scalar:" + std::to_string(i),
+        {fmt::format("scalar:{}", i),
          call.launch.scalars[i].kind() == backend::ScalarKind::Float
              ? Type(Float64Type::get(context))
              : Type(IntegerType::get(context, 64))});
@@ -208,12 +209,12 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
       bool bound = llvm::any_of(launch.boundScalars,
                                 [&](const auto &b) { return b.first == (int)i; });
       if (!bound)
-        key += "/" + std::to_string(launch.scalars[i].kind() ==
-                                            backend::ScalarKind::Float
-                                        ? launch.scalars[i].asFloat()
-                                        : launch.scalars[i].asInt());
+        key += fmt::format("/{}", launch.scalars[i].kind() ==
+                                          backend::ScalarKind::Float
+                                      ? launch.scalars[i].asFloat()
+                                      : launch.scalars[i].asInt());
     }
-    key += "/" + std::to_string(grid[0]) + "," + std::to_string(grid[1]);
+    key += fmt::format("/{},{}", grid[0], grid[1]);
     auto found = built_.find(key);
     if (found != built_.end())
       return found->second;
@@ -221,7 +222,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     for (char &c : symbol)
       if (c == '.')
         c = '_';
-    symbol += "_" + std::to_string(perKernel_[symbol]++);
+    symbol += fmt::format("_{}", perKernel_[symbol]++);
     OpBuilder builder = OpBuilder::atBlockEnd(library_.getBody());
     gpu::GPUFuncOp func = createLaunch(builder, loc, symbol, arguments,
                                        {grid[0], grid[1], grid[2]},
@@ -623,9 +624,8 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     // The tables, shared by every RoPE function of this shape.
     uint64_t thetaBits;
     std::memcpy(&thetaBits, &theta, sizeof(theta));
-    std::string tableName = "rope_table_" + std::to_string(seq) + "_" +
-                            std::to_string(headDim) + "_" +
-                            llvm::utohexstr(thetaBits);
+    std::string tableName = fmt::format("rope_table_{}_{}_{}", seq, headDim,
+                                        llvm::utohexstr(thetaBits));
     Attribute global = gpu::AddressSpaceAttr::get(context,
                                                   gpu::AddressSpace::Global);
     auto tableType = MemRefType::get({seq * pairs}, f32, nullptr, global);
@@ -1096,7 +1096,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     squares.buffers.push_back(partials);
     SmallVector<std::pair<std::string, Type>> arguments;
     for (size_t t = 0; t < tensors; ++t)
-      arguments.push_back({"buffer:" + std::to_string(t + 1),
+      arguments.push_back({fmt::format("buffer:{}", t + 1),
                            flat(std::max<int64_t>(1, call.integer(t)), f32)});
     arguments.push_back({"scratch:partials", flat(pieces, f64)});
     std::array<int64_t, 3> grid{pieces, 1, 1};
@@ -1185,7 +1185,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
         {"buffer:0", flat(1, f32)}};
     for (size_t t = 0; t < tensors; ++t)
       arguments.push_back(
-          {"buffer:" + std::to_string(t + 1),
+          {fmt::format("buffer:{}", t + 1),
            flat(std::max<int64_t>(1, call.integer(t + 1)), f32)});
     arguments.push_back({"scalar:0", f64});
     std::array<int64_t, 3> grid{firstBlock.back(), 1, 1};

@@ -42,6 +42,7 @@
 
 #include "lowering/Conversion/Passes.h"
 
+#include "dialect/LLVMFormatters.h"
 #include "dialect/TetraOps.h"
 #include "lowering/Conversion/AttentionKernelPlan.h"
 #include "lowering/Conversion/GemmKernelPlan.h"
@@ -256,8 +257,8 @@ private:
   std::string instruction() override {
     const bool bf16 = lhs.kind == OperandKind::BF16;
     if (wgmma())
-      return "wgmma.m64n" + std::to_string(groupN()) +
-             (bf16 ? "k16.f32.bf16.bf16" : "k32.f32.e4m3.e4m3");
+      return fmt::format("wgmma.m64n{}{}", groupN(),
+                         (bf16 ? "k16.f32.bf16.bf16" : "k32.f32.e4m3.e4m3"));
     return bf16 ? "mma.sync.m16n8k16.bf16"
                 : "mma.sync.m16n8k32." + mmaType(lhs) + "." + mmaType(rhs);
   }
@@ -265,7 +266,7 @@ private:
   /// on mma.sync the chunk sums of the same instruction, as integers.
   std::string exactInstruction() override {
     if (wgmma())
-      return "wgmma.m64n" + std::to_string(groupN()) + "k32.s32.s8.s8";
+      return fmt::format("wgmma.m64n{}k32.s32.s8.s8", groupN());
     return instruction();
   }
   static std::string mmaType(const OperandPlan &operand) {

@@ -9,6 +9,7 @@
 
 #include "lowering/Transforms/Passes.h"
 
+#include "dialect/LLVMFormatters.h"
 #include "dialect/TetraOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -185,6 +186,6 @@ void FormKernels::runOnOperation() {
   });
   for (ArrayRef<Operation *> chain : chains)
     outline(chain, chain.back()->getResult(0),
-            uniqueName("elementwise_" + std::to_string(elementwiseCount++)),
+            uniqueName(fmt::format("elementwise_{}", elementwiseCount++)),
             chain.back()->getLoc());
 }

@@ -7,6 +7,8 @@
 
 #include "runtime/backend/Backend.h"
 
+#include <fmt/format.h>
+
 using namespace tetra;
 using namespace tetra::backend;
 
@@ -20,10 +22,9 @@ io::Status applyScalarChanges(std::vector<ListedLaunch> &launches,
         change.scalar < 0 ||
         static_cast<size_t>(change.scalar) >=
             launches[change.launch].scalars.size())
-      return io::Error("replay: the list has no scalar " +
-                       std::to_string(change.scalar) + " in launch " +
-                       std::to_string(change.launch) + " (" +
-                       std::to_string(launches.size()) + " launches)");
+      return io::Error(fmt::format(
+          "replay: the list has no scalar {} in launch {} ({} launches)",
+          change.scalar, change.launch, launches.size()));
     launches[change.launch].scalars[change.scalar] = change.value;
   }
   return io::success();

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <fmt/format.h>
 #include <map>
 #include <string>
 
@@ -42,10 +43,9 @@ public:
   /// do not fit. A slice is a view: free the whole allocation, never a slice.
   io::Expected<Buffer> slice(size_t offset, size_t size) const {
     if (offset > size_ || size > size_ - offset)
-      return io::Error("slice of " + std::to_string(size) +
-                       " bytes at offset " + std::to_string(offset) +
-                       " does not fit in a buffer of " + std::to_string(size_) +
-                       " bytes");
+      return io::Error(fmt::format(
+          "slice of {} bytes at offset {} does not fit in a buffer of {} bytes",
+          size, offset, size_));
     return Buffer(address_ + offset, size);
   }
 

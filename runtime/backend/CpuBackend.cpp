@@ -9,6 +9,7 @@
 #include "runtime/backend/CpuBackend.h"
 
 #include <cstring>
+#include <fmt/format.h>
 #include <new>
 
 namespace tetra::backend {
@@ -17,7 +18,7 @@ namespace {
 
 constexpr size_t kAlignment = 64;
 
-std::string bytesText(size_t bytes) { return std::to_string(bytes) + " bytes"; }
+std::string bytesText(size_t bytes) { return fmt::format("{} bytes", bytes); }
 
 } // namespace
 
@@ -37,7 +38,7 @@ io::Expected<std::unique_ptr<CpuBackend>> CpuBackend::create() {
 }
 
 std::string CpuBackend::description() const {
-  return "cpu: " + std::to_string(pool_.threadCount()) + " threads";
+  return fmt::format("cpu: {} threads", pool_.threadCount());
 }
 
 io::Expected<Buffer> CpuBackend::allocate(size_t bytes) {
@@ -89,7 +90,7 @@ io::Error CpuBackend::notLive(Buffer buffer, const std::string &what) {
 io::Status CpuBackend::checkStream(Stream stream) const {
   if (stream.handle == 0 || streams_.count(stream.handle))
     return io::success();
-  return io::Error("unknown stream " + std::to_string(stream.handle));
+  return io::Error(fmt::format("unknown stream {}", stream.handle));
 }
 
 io::Status CpuBackend::copyToDevice(Buffer destination, const void *source,
@@ -182,8 +183,8 @@ io::Status CpuBackend::destroyStream(Stream stream) {
   if (stream.handle == 0)
     return io::Error("destroyStream: the default stream cannot be destroyed");
   if (!streams_.erase(stream.handle))
-    return io::Error("destroyStream: unknown stream " +
-                     std::to_string(stream.handle));
+    return io::Error(
+        fmt::format("destroyStream: unknown stream {}", stream.handle));
   return io::success();
 }
 
@@ -206,8 +207,8 @@ io::Expected<Module> CpuBackend::loadModule(const CodeObject &code) {
 io::Status CpuBackend::unloadModule(Module module) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!modules_.erase(module.handle))
-    return io::Error("unloadModule: unknown module " +
-                     std::to_string(module.handle));
+    return io::Error(
+        fmt::format("unloadModule: unknown module {}", module.handle));
   for (auto it = kernels_.begin(); it != kernels_.end();)
     it = it->second.module == module.handle ? kernels_.erase(it) : ++it;
   return io::success();
@@ -218,8 +219,8 @@ io::Expected<Kernel> CpuBackend::getKernel(Module module,
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = modules_.find(module.handle);
   if (it == modules_.end())
-    return io::Error("getKernel: unknown module " +
-                     std::to_string(module.handle));
+    return io::Error(
+        fmt::format("getKernel: unknown module {}", module.handle));
   const CpuKernel *kernel = it->second->find(name);
   if (!kernel)
     return io::Error("no kernel named '" + std::string(name) + "'");
@@ -247,16 +248,16 @@ io::Status CpuBackend::launch(Kernel kernel, const LaunchConfig &config,
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = kernels_.find(kernel.handle);
     if (it == kernels_.end())
-      return io::Error("launch: unknown kernel " +
-                       std::to_string(kernel.handle) +
-                       " (its module was unloaded?)");
+      return io::Error(
+          fmt::format("launch: unknown kernel {} (its module was unloaded?)",
+                      kernel.handle));
     function = it->second.kernel;
     if (io::Status status = checkStream(stream); !status)
       return status;
     for (size_t i = 0; i < buffers.size(); ++i)
       if (!isLive(buffers[i]))
-        return notLive(buffers[i], function->signature.name + " buffer " +
-                                       std::to_string(i));
+        return notLive(buffers[i], fmt::format("{} buffer {}",
+                                               function->signature.name, i));
   }
   if (io::Status status = checkArguments(function->signature, buffers, scalars);
       !status)

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <fmt/format.h>
 #include <vector>
 
 using namespace tetra;
@@ -173,7 +174,7 @@ io::Error CudaBackend::driverError(const char *call, int result) const {
   if (driver_ && driver_->cuGetErrorString)
     driver_->cuGetErrorString(result, &text);
   return io::Error(std::string(call) + ": " +
-                   (name ? name : "CUDA error " + std::to_string(result)) +
+                   (name ? name : fmt::format("CUDA error {}", result)) +
                    (text ? std::string(" (") + text + ")" : std::string()));
 }
 
@@ -190,8 +191,8 @@ io::Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
   if (int r = cu.cuDeviceGetCount(&count))
     return backend->driverError("cuDeviceGetCount", r);
   if (ordinal < 0 || ordinal >= count)
-    return io::Error("no CUDA device " + std::to_string(ordinal) + " (" +
-                     std::to_string(count) + " found)");
+    return io::Error(
+        fmt::format("no CUDA device {} ({} found)", ordinal, count));
   if (int r = cu.cuDeviceGet(&backend->device_, ordinal))
     return backend->driverError("cuDeviceGet", r);
   char name[256] = {};
@@ -223,12 +224,11 @@ CudaBackend::~CudaBackend() {
 }
 
 std::string CudaBackend::description() const {
-  char memory[32];
-  std::snprintf(memory, sizeof(memory), "%.1f GiB",
-                static_cast<double>(totalMemory_) / (1024.0 * 1024 * 1024));
-  return deviceName_ + " (sm_" + std::to_string(computeCapability_) + ", " +
-         memory + ", driver " + std::to_string(driverVersion_ / 1000) + "." +
-         std::to_string(driverVersion_ % 1000 / 10) + ")";
+  const std::string memory = fmt::format(
+      "{:.1f} GiB", static_cast<double>(totalMemory_) / (1024.0 * 1024 * 1024));
+  return fmt::format("{} (sm_{}, {}, driver {}.{})", deviceName_,
+                     computeCapability_, memory, driverVersion_ / 1000,
+                     driverVersion_ % 1000 / 10);
 }
 
 io::Expected<Buffer> CudaBackend::allocate(size_t bytes) {
@@ -236,8 +236,9 @@ io::Expected<Buffer> CudaBackend::allocate(size_t bytes) {
     return Buffer();
   CudaDriver::DevicePtr address = 0;
   if (int r = driver_->cuMemAlloc(&address, bytes))
-    return io::Error(driverError("cuMemAlloc", r).message() + " allocating " +
-                     std::to_string(bytes) + " bytes");
+    return io::Error(fmt::format("{} allocating {} bytes",
+                                 driverError("cuMemAlloc", r).message(),
+                                 bytes));
   tables_.addAllocation(address, bytes);
   return Buffer(address, bytes);
 }
@@ -405,8 +406,8 @@ io::Status CudaBackend::prepareLaunch(Kernel kernel, const LaunchConfig &config,
                                       ArrayView<Buffer> buffers) {
   for (size_t i = 0; i < buffers.size(); ++i)
     if (io::Status live = tables_.checkLive(buffers[i], "launch"); !live)
-      return io::Error(live.error().message() + " (buffer argument " +
-                       std::to_string(i) + ")");
+      return io::Error(
+          fmt::format("{} (buffer argument {})", live.error().message(), i));
   constexpr uint32_t kDefaultSharedBytes = 48 * 1024;
   constexpr int kMaxDynamicSharedBytes = 8; // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
   if (config.sharedMemoryBytes > kDefaultSharedBytes) {
@@ -415,9 +416,10 @@ io::Status CudaBackend::prepareLaunch(Kernel kernel, const LaunchConfig &config,
       if (int r = driver_->cuFuncSetAttribute(
               reinterpret_cast<void *>(kernel.handle), kMaxDynamicSharedBytes,
               static_cast<int>(config.sharedMemoryBytes)))
-        return io::Error(driverError("cuFuncSetAttribute", r).message() +
-                         " (" + std::to_string(config.sharedMemoryBytes) +
-                         " bytes of shared memory)");
+        return io::Error(
+            fmt::format("{} ({} bytes of shared memory)",
+                        driverError("cuFuncSetAttribute", r).message(),
+                        config.sharedMemoryBytes));
       allowed = config.sharedMemoryBytes;
     }
   }
@@ -487,8 +489,8 @@ CudaBackend::recordLaunches(std::vector<ListedLaunch> launches) {
     if (io::Status ready = prepareLaunch(launch.kernel, launch.config,
                                          ArrayView<Buffer>(launch.buffers));
         !ready)
-      return fail(io::Error("launch " + std::to_string(l) + " of the list: " +
-                            ready.error().message()));
+      return fail(io::Error(fmt::format("launch {} of the list: {}", l,
+                                        ready.error().message())));
     ParameterSlots slots{ArrayView<Buffer>(launch.buffers),
                          ArrayView<Scalar>(launch.scalars)};
     CudaDriver::KernelNodeParams params = nodeParams(launch, slots);
@@ -497,8 +499,9 @@ CudaBackend::recordLaunches(std::vector<ListedLaunch> launches) {
     if (int r = driver_->cuGraphAddKernelNode(&node, graph->graph,
                                               previous ? &previous : nullptr,
                                               previous ? 1 : 0, &params))
-      return fail(io::Error("launch " + std::to_string(l) + " of the list: " +
-                            driverError("cuGraphAddKernelNode", r).message()));
+      return fail(io::Error(
+          fmt::format("launch {} of the list: {}", l,
+                      driverError("cuGraphAddKernelNode", r).message())));
     graph->nodes.push_back(node);
   }
   if (int r =

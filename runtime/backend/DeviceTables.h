@@ -19,6 +19,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fmt/format.h>
 #include <map>
 #include <mutex>
 #include <string>
@@ -38,8 +39,8 @@ public:
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = allocations_.find(buffer.address());
     if (it == allocations_.end() || it->second != buffer.size())
-      return io::Error("free: not an allocation of this backend (" +
-                       std::to_string(buffer.size()) + " bytes)");
+      return io::Error(fmt::format(
+          "free: not an allocation of this backend ({} bytes)", buffer.size()));
     allocations_.erase(it);
     return io::success();
   }
@@ -48,12 +49,9 @@ public:
     std::lock_guard<std::mutex> lock(mutex_);
     if (insideAllocation(allocations_, buffer))
       return io::success();
-    char address[32];
-    std::snprintf(address, sizeof(address), "%llx",
-                  static_cast<unsigned long long>(buffer.address()));
-    return io::Error(std::string(what) + ": " + std::to_string(buffer.size()) +
-                     " bytes at 0x" + address +
-                     " are not inside a live allocation");
+    return io::Error(
+        fmt::format("{}: {} bytes at {:#x} are not inside a live allocation",
+                    what, buffer.size(), buffer.address()));
   }
   /// A copy of `bytes` from `source` into `destination` (either may be
   /// null: host memory) fits both and names live buffers.
@@ -64,17 +62,13 @@ public:
       if (buffer)
         limit = std::min(limit, buffer->size());
     if (bytes > limit)
-      return io::Error(std::string(what) + ": " + std::to_string(bytes) +
-                       " bytes " +
-                       (destination && source
-                            ? "between buffers of " +
-                                  std::to_string(source->size()) + " and " +
-                                  std::to_string(destination->size())
-                        : destination
-                            ? "into a buffer of " +
-                                  std::to_string(destination->size())
-                            : "from a buffer of " +
-                                  std::to_string(source->size())));
+      return io::Error(
+          destination && source
+              ? fmt::format("{}: {} bytes between buffers of {} and {}", what,
+                            bytes, source->size(), destination->size())
+              : fmt::format("{}: {} bytes {} a buffer of {}", what, bytes,
+                            destination ? "into" : "from",
+                            (destination ? destination : source)->size()));
     for (const Buffer *buffer : {source, destination})
       if (buffer)
         if (io::Status live = checkLive(*buffer, what); !live)

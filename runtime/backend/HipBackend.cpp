@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fmt/format.h>
 
 using namespace tetra;
 using namespace tetra::backend;
@@ -125,7 +126,7 @@ io::Error HipBackend::runtimeError(const char *call, int result) const {
                          ? hip_->hipGetErrorString(result)
                          : nullptr;
   return io::Error(std::string(call) + ": " +
-                   (name ? name : "HIP error " + std::to_string(result)) +
+                   (name ? name : fmt::format("HIP error {}", result)) +
                    (text ? std::string(" (") + text + ")" : std::string()));
 }
 
@@ -143,8 +144,8 @@ HipBackend::create(int ordinal, const std::string &library) {
   if (int r = hip.hipGetDeviceCount(&count))
     return backend->runtimeError("hipGetDeviceCount", r);
   if (ordinal < 0 || ordinal >= count)
-    return io::Error("no HIP device " + std::to_string(ordinal) + " (" +
-                     std::to_string(count) + " found)");
+    return io::Error(
+        fmt::format("no HIP device {} ({} found)", ordinal, count));
   backend->device_ = ordinal;
   if (int r = hip.hipSetDevice(ordinal))
     return backend->runtimeError("hipSetDevice", r);
@@ -165,13 +166,12 @@ HipBackend::~HipBackend() {
 }
 
 std::string HipBackend::description() const {
-  char memory[32];
-  std::snprintf(memory, sizeof(memory), "%.1f GiB",
-                static_cast<double>(totalMemory_) / (1024.0 * 1024 * 1024));
+  const std::string memory = fmt::format(
+      "{:.1f} GiB", static_cast<double>(totalMemory_) / (1024.0 * 1024 * 1024));
   // hipRuntimeGetVersion: major * 10,000,000 + minor * 100,000 + patch.
-  return deviceName_ + " (" + memory + ", HIP " +
-         std::to_string(runtimeVersion_ / 10000000) + "." +
-         std::to_string(runtimeVersion_ / 100000 % 100) + ")";
+  return fmt::format("{} ({}, HIP {}.{})", deviceName_, memory,
+                     runtimeVersion_ / 10000000,
+                     runtimeVersion_ / 100000 % 100);
 }
 
 io::Expected<Buffer> HipBackend::allocate(size_t bytes) {
@@ -179,8 +179,9 @@ io::Expected<Buffer> HipBackend::allocate(size_t bytes) {
     return Buffer();
   void *address = nullptr;
   if (int r = hip_->hipMalloc(&address, bytes))
-    return io::Error(runtimeError("hipMalloc", r).message() + " allocating " +
-                     std::to_string(bytes) + " bytes");
+    return io::Error(fmt::format("{} allocating {} bytes",
+                                 runtimeError("hipMalloc", r).message(),
+                                 bytes));
   DeviceAddress device = reinterpret_cast<uintptr_t>(address);
   tables_.addAllocation(device, bytes);
   return Buffer(device, bytes);
@@ -312,8 +313,8 @@ io::Status HipBackend::launch(Kernel kernel, const LaunchConfig &config,
                               ArrayView<Scalar> scalars, Stream stream) {
   for (size_t i = 0; i < buffers.size(); ++i)
     if (io::Status live = tables_.checkLive(buffers[i], "launch"); !live)
-      return io::Error(live.error().message() + " (buffer argument " +
-                       std::to_string(i) + ")");
+      return io::Error(
+          fmt::format("{} (buffer argument {})", live.error().message(), i));
   ParameterSlots parameters(buffers, scalars);
   if (int r = hip_->hipModuleLaunchKernel(
           reinterpret_cast<void *>(kernel.handle), config.grid[0],

@@ -7,6 +7,8 @@
 
 #include "runtime/backend/KernelABI.h"
 
+#include <fmt/format.h>
+
 namespace tetra::backend {
 
 namespace {
@@ -78,11 +80,10 @@ io::Status checkArguments(const KernelSignature &signature,
   const size_t fixedScalars = signature.scalars.size();
   if (!signature.variadic) {
     if (buffers.size() != fixedBuffers || scalars.size() != fixedScalars)
-      return io::Error(signature.name + ": expects " +
-                       std::to_string(fixedBuffers) + " buffers and " +
-                       std::to_string(fixedScalars) + " scalars, got " +
-                       std::to_string(buffers.size()) + " and " +
-                       std::to_string(scalars.size()));
+      return io::Error(
+          fmt::format("{}: expects {} buffers and {} scalars, got {} and {}",
+                      signature.name, fixedBuffers, fixedScalars,
+                      buffers.size(), scalars.size()));
   } else {
     // The last parameter of each list repeats, the same number of times.
     const bool shapeOk =
@@ -90,20 +91,20 @@ io::Status checkArguments(const KernelSignature &signature,
         buffers.size() >= fixedBuffers && scalars.size() >= fixedScalars &&
         buffers.size() - fixedBuffers == scalars.size() - fixedScalars;
     if (!shapeOk)
-      return io::Error(signature.name + ": expects " +
-                       std::to_string(fixedBuffers - 1) + " + n buffers and " +
-                       std::to_string(fixedScalars - 1) +
-                       " + n scalars with the same n >= 1, got " +
-                       std::to_string(buffers.size()) + " and " +
-                       std::to_string(scalars.size()));
+      return io::Error(
+          fmt::format("{}: expects {} + n buffers and {} + n scalars with the "
+                      "same n >= 1, got {} and {}",
+                      signature.name, fixedBuffers - 1, fixedScalars - 1,
+                      buffers.size(), scalars.size()));
   }
   for (size_t i = 0; i < scalars.size(); ++i) {
     const ScalarParam &param =
         signature.scalars[i < fixedScalars ? i : fixedScalars - 1];
     if (scalars[i].kind() != param.kind)
-      return io::Error(signature.name + ": scalar " + std::to_string(i) + " '" +
-                       param.name + "' must be " + scalarKindName(param.kind) +
-                       ", got " + scalarKindName(scalars[i].kind()));
+      return io::Error(fmt::format("{}: scalar {} '{}' must be {}, got {}",
+                                   signature.name, i, param.name,
+                                   scalarKindName(param.kind),
+                                   scalarKindName(scalars[i].kind())));
   }
   return io::success();
 }

@@ -4,6 +4,8 @@
 
 #include "runtime/io/AtomicFile.h"
 
+#include <fmt/format.h>
+
 using namespace tetra;
 using namespace tetra::bundle;
 
@@ -101,7 +103,7 @@ io::Expected<Bundle> Bundle::open(const std::string &directory) {
   for (const io::JsonValue &entry : (*kernels)->items()) {
     Kernel kernel;
     std::string where =
-        path + ": kernel " + std::to_string(bundle.kernels.size());
+        fmt::format("{}: kernel {}", path, bundle.kernels.size());
     io::Expected<std::string> name = text(entry, "name", where);
     if (!name)
       return name.error();

@@ -9,6 +9,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <fmt/format.h>
 
 using namespace tetra;
 using namespace tetra::bundle;
@@ -30,9 +31,7 @@ bundle::checksumOf(const std::string &directory,
     mix(file);
     mix(*bytes);
   }
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016" PRIx64, hash);
-  return std::string(text);
+  return fmt::format("{:016x}", hash);
 }
 
 io::Expected<StepBundle> StepBundle::open(const std::string &directory) {

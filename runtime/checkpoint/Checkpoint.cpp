@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -42,9 +43,7 @@ bool isCheckpointFileName(const std::string &name) {
 }
 
 std::string hex32(uint32_t value) {
-  char text[9];
-  std::snprintf(text, sizeof(text), "%08" PRIx32, value);
-  return text;
+  return fmt::format("{:08x}", value);
 }
 
 bool parseI64(const std::string &text, int64_t &out) {
@@ -127,16 +126,13 @@ uint32_t checksumTensors(const std::vector<const Tensor *> &tensors) {
 }
 
 std::string checkpointFileName(int64_t step) {
-  char name[64];
-  std::snprintf(name, sizeof(name), "step_%08lld.safetensors",
-                static_cast<long long>(step));
-  return name;
+  return fmt::format("step_{:08}.safetensors", step);
 }
 
 Expected<std::string> saveCheckpoint(const std::string &directory,
                                      const TrainingState &state) {
   if (state.step < 0)
-    return Error("checkpoint: negative step " + std::to_string(state.step));
+    return Error(fmt::format("checkpoint: negative step {}", state.step));
   if (Status created = io::createDirectories(directory); !created)
     return Error("checkpoint: " + created.error().message());
   for (const Tensor &t : state.parameters)
@@ -166,9 +162,7 @@ Expected<std::string> saveCheckpoint(const std::string &directory,
   writer.setMetadata("rng_state", state.rngState);
   writer.setMetadata("data_position", state.dataPosition);
   writer.setMetadata("run", state.run);
-  char elapsed[32];
-  std::snprintf(elapsed, sizeof(elapsed), "%.17g", state.elapsedSeconds);
-  writer.setMetadata("elapsed_s", elapsed);
+  writer.setMetadata("elapsed_s", fmt::format("{:.17g}", state.elapsedSeconds));
   writer.setMetadata("checksum", hex32(checksumNamed(std::move(named))));
 
   std::string name = checkpointFileName(state.step);
@@ -210,9 +204,9 @@ Expected<TrainingState> loadCheckpoint(const std::string &path,
   if (format != kFormatName)
     return Error(path + ": not a Tetra checkpoint (format \"" + format + "\")");
   if (version != std::to_string(kFormatVersion))
-    return Error(path + ": checkpoint format version " + version +
-                 " is not supported (expected " +
-                 std::to_string(kFormatVersion) + ")");
+    return Error(fmt::format(
+        "{}: checkpoint format version {} is not supported (expected {})", path,
+        version, kFormatVersion));
   if (!parseI64(step, state.step) || state.step < 0)
     return Error(path + ": bad step \"" + step + "\"");
   if (!parseU64(seed, state.seed))

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <glob.h>
 #include <set>
 #include <unistd.h>
@@ -247,9 +248,9 @@ Status DocumentReader::seek(uint64_t count) {
     if (!got)
       return got.error();
     if (!*got)
-      return Error("data position past the end: document " +
-                   std::to_string(count) + " requested, the files hold " +
-                   std::to_string(i));
+      return Error(fmt::format("data position past the end: document {} "
+                               "requested, the files hold {}",
+                               count, i));
   }
   return io::success();
 }
@@ -290,7 +291,7 @@ Expected<bool> DocumentReader::next(std::string &document) {
         if (line_.find_first_not_of(" \t\r") == std::string::npos)
           continue;
         std::string where =
-            current_->path() + ":" + std::to_string(current_->lineNumber());
+            fmt::format("{}:{}", current_->path(), current_->lineNumber());
         Expected<io::JsonValue> value = io::parseJson(line_);
         if (!value)
           return Error(where + ": not JSON: " + value.error().message());

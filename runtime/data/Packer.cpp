@@ -5,6 +5,7 @@
 #include "runtime/io/Json.h"
 
 #include <algorithm>
+#include <fmt/format.h>
 
 namespace tetra::data {
 
@@ -21,9 +22,9 @@ Status TokenSource::skip(uint64_t count) {
     if (!got)
       return got.error();
     if (!*got)
-      return Error("data position past the end: document " +
-                   std::to_string(count) + " requested, the data holds " +
-                   std::to_string(i));
+      return Error(fmt::format("data position past the end: document {} "
+                               "requested, the data holds {}",
+                               count, i));
   }
   return io::success();
 }
@@ -48,9 +49,9 @@ Status TextTokenSource::skip(uint64_t count) {
     if (!got)
       return got.error();
     if (!*got)
-      return Error("data position past the end: document " +
-                   std::to_string(count) + " requested, the data holds " +
-                   std::to_string(i));
+      return Error(fmt::format("data position past the end: document {} "
+                               "requested, the data holds {}",
+                               count, i));
   }
   return io::success();
 }
@@ -163,11 +164,11 @@ Expected<Packer> Packer::create(std::unique_ptr<TokenSource> source,
   if (!source)
     return Error("packer: no token source");
   if (options.seqLen < 1)
-    return Error("packer: sequence length must be at least 1, got " +
-                 std::to_string(options.seqLen));
+    return Error(fmt::format(
+        "packer: sequence length must be at least 1, got {}", options.seqLen));
   if (options.batchSize < 1)
-    return Error("packer: batch size must be at least 1, got " +
-                 std::to_string(options.batchSize));
+    return Error(fmt::format("packer: batch size must be at least 1, got {}",
+                             options.batchSize));
   return Packer(std::move(source), options);
 }
 
@@ -335,18 +336,17 @@ Status Packer::reset() {
 Status Packer::restore(const DataPosition &position) {
   if (position.seed != options_.seed || position.seqLen != options_.seqLen ||
       position.shuffleBuffer != options_.shuffleBuffer)
-    return Error("data position was made for seed " +
-                 std::to_string(position.seed) + ", sequence length " +
-                 std::to_string(position.seqLen) + ", shuffle buffer " +
-                 std::to_string(position.shuffleBuffer) +
-                 "; this stream has seed " + std::to_string(options_.seed) +
-                 ", sequence length " + std::to_string(options_.seqLen) +
-                 ", shuffle buffer " + std::to_string(options_.shuffleBuffer));
+    return Error(fmt::format("data position was made for seed {}, sequence "
+                             "length {}, shuffle buffer {}; this stream has "
+                             "seed {}, sequence length {}, shuffle buffer {}",
+                             position.seed, position.seqLen,
+                             position.shuffleBuffer, options_.seed,
+                             options_.seqLen, options_.shuffleBuffer));
   uint64_t capacity = std::max<uint64_t>(options_.shuffleBuffer, 1);
   if (position.bufferStart % capacity != 0)
-    return Error("data position: buffer start " +
-                 std::to_string(position.bufferStart) +
-                 " is not a multiple of the shuffle buffer");
+    return Error(fmt::format("data position: buffer start {} is not a multiple "
+                             "of the shuffle buffer",
+                             position.bufferStart));
   Status rewound = source_->rewind();
   if (!rewound)
     return rewound;
@@ -374,16 +374,16 @@ Status Packer::restore(const DataPosition &position) {
   if (epoch_ != position.epoch && (position.cursor != 0 || position.offset != 0))
     return Error("data position: past the end of the data");
   if (position.cursor >= buffer_.size())
-    return Error("data position: document " + std::to_string(position.cursor) +
-                 " of a buffer of " + std::to_string(buffer_.size()));
+    return Error(fmt::format("data position: document {} of a buffer of {}",
+                             position.cursor, buffer_.size()));
   cursor_ = position.cursor;
   Expected<bool> appended = appendDocument();
   if (!appended)
     return appended.error();
   if (position.offset >= segments_.front().length)
-    return Error("data position: offset " + std::to_string(position.offset) +
-                 " past the document's " +
-                 std::to_string(segments_.front().length) + " ids");
+    return Error(
+        fmt::format("data position: offset {} past the document's {} ids",
+                    position.offset, segments_.front().length));
   headOffset_ = position.offset;
   pendingBegin_ = position.offset;
   return io::success();

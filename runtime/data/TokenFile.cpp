@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,14 +57,14 @@ Status writeTokenFile(const std::string &path,
                       const std::vector<uint32_t> &ids, uint32_t vocabSize,
                       uint32_t endOfText) {
   if (endOfText >= vocabSize)
-    return Error(path + ": end-of-text id " + std::to_string(endOfText) +
-                 " is not below the vocabulary size " +
-                 std::to_string(vocabSize));
+    return Error(
+        fmt::format("{}: end-of-text id {} is not below the vocabulary size {}",
+                    path, endOfText, vocabSize));
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] >= vocabSize)
-      return Error(path + ": id " + std::to_string(ids[i]) + " at index " +
-                   std::to_string(i) + " is not below the vocabulary size " +
-                   std::to_string(vocabSize));
+      return Error(fmt::format(
+          "{}: id {} at index {} is not below the vocabulary size {}", path,
+          ids[i], i, vocabSize));
   std::string out(kTokenFileMagic, 8);
   putU32(out, kTokenFileVersion);
   putU32(out, 4);
@@ -92,35 +93,35 @@ TokenFileReader::open(const std::string &path,
   unsigned char header[kTokenFileHeaderBytes];
   if (size < kTokenFileHeaderBytes ||
       !readFully(fd, header, sizeof(header), 0))
-    return Error(path + ": too short for a token file header (" +
-                 std::to_string(size) + " bytes)");
+    return Error(fmt::format("{}: too short for a token file header ({} bytes)",
+                             path, size));
   if (std::memcmp(header, kTokenFileMagic, 8) != 0)
     return Error(path + ": not a token file (no \"TETRATOK\" magic)");
   uint64_t version = getLE(header + 8, 4);
   if (version != kTokenFileVersion)
-    return Error(path + ": token file version " + std::to_string(version) +
-                 " is not supported (expected 1)");
+    return Error(
+        fmt::format("{}: token file version {} is not supported (expected 1)",
+                    path, version));
   uint64_t width = getLE(header + 12, 4);
   if (width != 4)
-    return Error(path + ": " + std::to_string(width) +
-                 " bytes per id is not supported (expected 4)");
+    return Error(fmt::format(
+        "{}: {} bytes per id is not supported (expected 4)", path, width));
   reader.count_ = getLE(header + 16, 8);
   reader.vocabSize_ = static_cast<uint32_t>(getLE(header + 24, 4));
   reader.endOfText_ = static_cast<uint32_t>(getLE(header + 28, 4));
   if (reader.endOfText_ >= reader.vocabSize_)
-    return Error(path + ": end-of-text id " +
-                 std::to_string(reader.endOfText_) +
-                 " is not below the vocabulary size " +
-                 std::to_string(reader.vocabSize_));
+    return Error(
+        fmt::format("{}: end-of-text id {} is not below the vocabulary size {}",
+                    path, reader.endOfText_, reader.vocabSize_));
   if (endOfText && *endOfText != reader.endOfText_)
-    return Error(path + ": tokenized with end-of-text id " +
-                 std::to_string(reader.endOfText_) + ", expected " +
-                 std::to_string(*endOfText) + " (another tokenizer?)");
+    return Error(fmt::format("{}: tokenized with end-of-text id {}, expected "
+                             "{} (another tokenizer?)",
+                             path, reader.endOfText_, *endOfText));
   if (reader.count_ > (size - kTokenFileHeaderBytes) / 4 ||
       kTokenFileHeaderBytes + 4 * reader.count_ != size)
-    return Error(path + ": the header says " + std::to_string(reader.count_) +
-                 " ids but the file holds " + std::to_string(size) +
-                 " bytes (truncated or trailing data)");
+    return Error(fmt::format("{}: the header says {} ids but the file holds {} "
+                             "bytes (truncated or trailing data)",
+                             path, reader.count_, size));
   reader.buffer_.resize(kBufferIds);
   return reader;
 }
@@ -165,14 +166,13 @@ Expected<bool> TokenFileReader::refill() {
   std::vector<unsigned char> raw(n * 4);
   if (!readFully(fd_, raw.data(), raw.size(),
                  kTokenFileHeaderBytes + 4 * read_))
-    return Error(path_ + ": read failed at id " + std::to_string(read_));
+    return Error(fmt::format("{}: read failed at id {}", path_, read_));
   for (uint64_t i = 0; i < n; ++i) {
     buffer_[i] = static_cast<uint32_t>(getLE(raw.data() + 4 * i, 4));
     if (buffer_[i] >= vocabSize_)
-      return Error(path_ + ": id " + std::to_string(buffer_[i]) +
-                   " at index " + std::to_string(read_ + i) +
-                   " is not below the vocabulary size " +
-                   std::to_string(vocabSize_));
+      return Error(fmt::format(
+          "{}: id {} at index {} is not below the vocabulary size {}", path_,
+          buffer_[i], read_ + i, vocabSize_));
   }
   begin_ = 0;
   end_ = n;

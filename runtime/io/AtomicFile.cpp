@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -52,8 +53,8 @@ Expected<AtomicFileWriter> AtomicFileWriter::create(const std::string &path) {
   std::string buffer;
   int fd = -1;
   for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    buffer = directory + "/." + base + ".tmp." + std::to_string(::getpid()) +
-             "." + std::to_string(counter.fetch_add(1));
+    buffer = fmt::format("{}/.{}.tmp.{}.{}", directory, base, ::getpid(),
+                         counter.fetch_add(1));
     fd = ::open(buffer.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST)
       break;

@@ -12,6 +12,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <fmt/format.h>
 
 namespace tetra::io {
 
@@ -236,9 +237,8 @@ private:
       }
     }
     size_t column = static_cast<size_t>(errorPos_ - lineStart) + 1;
-    return Error("line " + std::to_string(line) + ", column " +
-                 std::to_string(column) + " (byte " + std::to_string(offset) +
-                 "): " + errorMessage_);
+    return Error(fmt::format("line {}, column {} (byte {}): {}", line, column,
+                             offset, errorMessage_));
   }
 
   /// "end of input", "'x'" or "byte 0xC3".
@@ -294,8 +294,8 @@ private:
 
   bool checkDepth(int depth) {
     if (depth > options_.maxDepth)
-      return fail("arrays and objects nested deeper than " +
-                  std::to_string(options_.maxDepth) + " levels");
+      return fail(fmt::format("arrays and objects nested deeper than {} levels",
+                              options_.maxDepth));
     return true;
   }
 

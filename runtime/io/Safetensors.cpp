@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -70,13 +72,7 @@ bool isFloatDtype(Dtype dtype) {
 }
 
 std::string shapeToString(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i)
-      text += ", ";
-    text += std::to_string(shape[i]);
-  }
-  return text + "]";
+  return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
 uint16_t floatToHalf(float value) {
@@ -157,7 +153,7 @@ std::string quoted(std::string_view name) {
 }
 
 std::string offsetsToString(uint64_t begin, uint64_t end) {
-  return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+  return fmt::format("[{}, {}]", begin, end);
 }
 
 /// shape's element count times `elementSize`, or nullopt on overflow
@@ -258,15 +254,15 @@ Status parseTensorEntry(const JsonValue &entry, TensorInfo &info,
   if (info.dataEnd < info.dataBegin)
     return Error(what + ": data_offsets " + range + " end before they begin");
   if (info.dataEnd - info.dataBegin != *expectedBytes)
-    return Error(what + ": data_offsets " + range + " span " +
-                 std::to_string(info.dataEnd - info.dataBegin) +
-                 " bytes, but shape " + shapeToString(info.shape) + " of " +
-                 std::string(dtypeName(info.dtype)) + " needs " +
-                 std::to_string(*expectedBytes));
+    return Error(fmt::format(
+        "{}: data_offsets {} span {} bytes, but shape {} of {} needs {}", what,
+        range, info.dataEnd - info.dataBegin, shapeToString(info.shape),
+        std::string(dtypeName(info.dtype)), *expectedBytes));
   if (info.dataEnd > dataSize)
-    return Error(what + ": data_offsets " + range +
-                 " extend past the end of the data section, which holds " +
-                 std::to_string(dataSize) + " bytes (truncated file?)");
+    return Error(
+        fmt::format("{}: data_offsets {} extend past the end of the data "
+                    "section, which holds {} bytes (truncated file?)",
+                    what, range, dataSize));
   return success();
 }
 
@@ -293,9 +289,10 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
   uint64_t fileSize = static_cast<uint64_t>(info.st_size);
   if (fileSize < 8) {
     ::close(fd);
-    return Error(path + ": file is " + std::to_string(fileSize) +
-                 " bytes, too short for a safetensors file (which starts "
-                 "with an 8-byte header length)");
+    return Error(
+        fmt::format("{}: file is {} bytes, too short for a safetensors file "
+                    "(which starts with an 8-byte header length)",
+                    path, fileSize));
   }
   void *mapping = ::mmap(nullptr, fileSize, PROT_READ, MAP_PRIVATE, fd, 0);
   int mapError = errno;
@@ -313,14 +310,14 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
   for (int i = 7; i >= 0; --i)
     headerSize = headerSize << 8 | bytes[i];
   if (headerSize > fileSize - 8)
-    return Error(path + ": header length " + std::to_string(headerSize) +
-                 " exceeds the " + std::to_string(fileSize - 8) +
-                 " bytes after the length field (truncated file, or not a "
-                 "safetensors file)");
+    return Error(
+        fmt::format("{}: header length {} exceeds the {} bytes after the "
+                    "length field (truncated file, or not a safetensors file)",
+                    path, headerSize, fileSize - 8));
   if (headerSize > kMaxHeaderBytes)
-    return Error(path + ": header length " + std::to_string(headerSize) +
-                 " exceeds the limit of " + std::to_string(kMaxHeaderBytes) +
-                 " bytes");
+    return Error(
+        fmt::format("{}: header length {} exceeds the limit of {} bytes", path,
+                    headerSize, kMaxHeaderBytes));
   std::string_view header(reinterpret_cast<const char *>(bytes + 8),
                           headerSize);
   uint64_t dataSize = fileSize - 8 - headerSize;
@@ -393,17 +390,16 @@ Status SafetensorsFile::parseHeader(std::string_view header,
                    offsetsToString(tensor->dataBegin, tensor->dataEnd) +
                    ") overlap");
     if (tensor->dataBegin > covered)
-      return Error("bytes [" + std::to_string(covered) + ", " +
-                   std::to_string(tensor->dataBegin) +
-                   ") of the data section belong to no tensor (safetensors "
-                   "allows no holes)");
+      return Error(fmt::format("bytes [{}, {}) of the data section belong to "
+                               "no tensor (safetensors allows no holes)",
+                               covered, tensor->dataBegin));
     covered = tensor->dataEnd;
     previous = tensor;
   }
   if (covered != dataSize)
-    return Error("the last " + std::to_string(dataSize - covered) +
-                 " bytes of the data section belong to no tensor "
-                 "(safetensors allows no trailing data)");
+    return Error(fmt::format("the last {} bytes of the data section belong to "
+                             "no tensor (safetensors allows no trailing data)",
+                             dataSize - covered));
   return success();
 }
 
@@ -507,10 +503,9 @@ Status SafetensorsWriter::addTensor(std::string name, Dtype dtype,
   if (!expected)
     return Error(what + ": shape " + shapeToString(shape) + " is too large");
   if (*expected != bytes.size())
-    return Error(what + ": " + std::to_string(bytes.size()) +
-                 " bytes of data, but shape " + shapeToString(shape) + " of " +
-                 std::string(dtypeName(dtype)) + " needs " +
-                 std::to_string(*expected));
+    return Error(fmt::format(
+        "{}: {} bytes of data, but shape {} of {} needs {}", what, bytes.size(),
+        shapeToString(shape), std::string(dtypeName(dtype)), *expected));
   tensors_.push_back(
       Entry{std::move(name), dtype, std::move(shape), std::move(bytes)});
   return success();

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
 #include <memory>
 #include <vector>
 
@@ -318,9 +319,8 @@ AttentionShape readShape(LaunchArguments &args) {
   shape.headDim = args.size(4, 1);
   shape.bf16Operands = args.flag(5);
   args.require(shape.heads % shape.kvHeads == 0,
-               "'heads' (" + std::to_string(shape.heads) +
-                   ") must be a multiple of 'kv_heads' (" +
-                   std::to_string(shape.kvHeads) + ")");
+               fmt::format("'heads' ({}) must be a multiple of 'kv_heads' ({})",
+                           shape.heads, shape.kvHeads));
   return shape;
 }
 

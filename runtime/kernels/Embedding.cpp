@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fmt/format.h>
 #include <string>
 
 namespace tetra::kernels {
@@ -20,9 +21,8 @@ io::Status checkIds(const int32_t *ids, int64_t count, int64_t limit,
                     const char *what) {
   for (int64_t n = 0; n < count; ++n)
     if (ids[n] < 0 || ids[n] >= limit)
-      return io::Error(std::string(what) + " " + std::to_string(ids[n]) +
-                       " at position " + std::to_string(n) +
-                       " is outside [0, " + std::to_string(limit) + ")");
+      return io::Error(fmt::format("{} {} at position {} is outside [0, {})",
+                                   what, ids[n], n, limit));
   return io::success();
 }
 

@@ -25,6 +25,7 @@
 #include "runtime/io/Error.h"
 
 #include <cstdint>
+#include <fmt/format.h>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -47,8 +48,8 @@ public:
   int64_t size(size_t index, int64_t minimum = 0) {
     const int64_t value = scalars_[index].asInt();
     if (value < minimum)
-      fail("'" + scalarName(index) + "' is " + std::to_string(value) +
-           ", must be at least " + std::to_string(minimum));
+      fail(fmt::format("'{}' is {}, must be at least {}", scalarName(index),
+                       value, minimum));
     return value < minimum ? minimum : value;
   }
 
@@ -56,8 +57,7 @@ public:
   bool flag(size_t index) {
     const int64_t value = scalars_[index].asInt();
     if (value != 0 && value != 1)
-      fail("'" + scalarName(index) + "' is " + std::to_string(value) +
-           ", must be 0 or 1");
+      fail(fmt::format("'{}' is {}, must be 0 or 1", scalarName(index), value));
     return value == 1;
   }
 
@@ -125,19 +125,17 @@ private:
     const backend::Buffer &buffer = buffers_[index];
     const backend::BufferParam &param = bufferParam(index);
     auto label = [&] {
-      return "buffer " + std::to_string(index) + " '" + param.name + "'";
+      return fmt::format("buffer {} '{}'", index, param.name);
     };
     const uint64_t needed = static_cast<uint64_t>(elements) * sizeof(T);
     if (buffer.size() < needed) {
-      fail(label() + " holds " + std::to_string(buffer.size()) +
-           " bytes, needs " + std::to_string(needed) + " (" +
-           std::to_string(elements) + " x " +
-           backend::elementTypeName(param.type) + ")");
+      fail(fmt::format("{} holds {} bytes, needs {} ({} x {})", label(),
+                       buffer.size(), needed, elements,
+                       backend::elementTypeName(param.type)));
       return nullptr;
     }
     if (buffer.address() % alignof(T) != 0) {
-      fail(label() + " is not aligned to " + std::to_string(alignof(T)) +
-           " bytes");
+      fail(fmt::format("{} is not aligned to {} bytes", label(), alignof(T)));
       return nullptr;
     }
     return backend::cpuPointer<T>(buffer);

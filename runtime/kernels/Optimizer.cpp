@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
 #include <vector>
 
 namespace tetra::kernels {
@@ -58,8 +59,8 @@ io::Status clipByGlobalNorm(ThreadPool &pool, ArrayView<float *> tensors,
                             ArrayView<int64_t> counts, float norm,
                             double maxNorm) {
   if (!std::isfinite(norm))
-    return io::Error("the gradient norm is " + std::to_string(norm) +
-                     "; refusing to clip (and train on) it");
+    return io::Error(fmt::format(
+        "the gradient norm is {}; refusing to clip (and train on) it", norm));
   const double factor = clipFactor(norm, maxNorm);
   if (factor >= 1.0)
     return io::success();
@@ -89,8 +90,8 @@ void accumulateGradient(ThreadPool &pool, float *sum, const float *grad,
 io::Status adamw(ThreadPool &pool, float *param, const float *grad, float *m,
                  float *v, int64_t count, const AdamWConfig &config) {
   if (config.step < 1)
-    return io::Error("AdamW step " + std::to_string(config.step) +
-                     " is not positive (the first step is 1)");
+    return io::Error(fmt::format(
+        "AdamW step {} is not positive (the first step is 1)", config.step));
   if (!(config.beta1 >= 0.0 && config.beta1 < 1.0 && config.beta2 >= 0.0 &&
         config.beta2 < 1.0))
     return io::Error("AdamW betas must be in [0, 1)");

@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fmt/format.h>
 
 namespace tetra::kernels {
 
@@ -31,8 +32,8 @@ backend::CpuKernelTable buildTable() {
     if (!status) {
       // Only a duplicate name can fail here: a programming error caught by
       // every test that loads the table.
-      std::fprintf(stderr, "tetra: kernel registry: %s\n",
-                   status.error().message().c_str());
+      fmt::print(stderr, "tetra: kernel registry: {}\n",
+                 status.error().message());
       std::abort();
     }
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fmt/format.h>
 #include <string>
 
 namespace tetra::plot {
@@ -22,9 +23,7 @@ Color mix(Color a, Color b, double t) {
 }
 
 std::string label(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f", value);
-  return text;
+  return fmt::format("{:.1f}", value);
 }
 
 } // namespace

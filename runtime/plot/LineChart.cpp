@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fmt/format.h>
 #include <limits>
 #include <optional>
 
@@ -64,9 +65,7 @@ namespace {
 constexpr Color kInk{40, 40, 40}, kGrid{226, 226, 226};
 
 std::string tickLabel(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.4g", value);
-  return text;
+  return fmt::format("{:.4g}", value);
 }
 
 /// A point of the chart in the figure's coordinates.

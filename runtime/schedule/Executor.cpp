@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fmt/format.h>
 
 using namespace tetra;
 using namespace tetra::schedule;
@@ -40,9 +41,9 @@ StepExecutor::create(backend::Backend &backend, Schedule schedule,
   io::Expected<backend::Buffer> arena =
       backend.allocate(static_cast<size_t>(plan.arenaBytes));
   if (!arena)
-    return io::Error("schedule '" + plan.name + "': cannot allocate its " +
-                     std::to_string(plan.arenaBytes) +
-                     "-byte arena: " + arena.error().message());
+    return io::Error(
+        fmt::format("schedule '{}': cannot allocate its {}-byte arena: {}",
+                    plan.name, plan.arenaBytes, arena.error().message()));
   step->arena_ = *arena;
   step->buffers_.resize(plan.buffers.size());
   step->bound_.assign(plan.buffers.size(), false);
@@ -103,9 +104,8 @@ io::Status StepExecutor::bind(std::string_view name, backend::Buffer buffer) {
     return io::Error("buffer '" + desc.name +
                      "' is a temporary: it lives in the arena");
   if (buffer.size() < static_cast<size_t>(desc.bytes()))
-    return io::Error("buffer '" + desc.name + "' needs " +
-                     std::to_string(desc.bytes()) + " bytes, got " +
-                     std::to_string(buffer.size()));
+    return io::Error(fmt::format("buffer '{}' needs {} bytes, got {}",
+                                 desc.name, desc.bytes(), buffer.size()));
   if (bound_[index] && buffers_[index].address() != buffer.address())
     forgetRecordings(); // they hold the buffer's old address
   buffers_[index] = buffer;
@@ -127,8 +127,8 @@ bool sameScalar(backend::Scalar a, backend::Scalar b) {
 io::Status StepExecutor::checkRange(int begin, int end) const {
   if (begin < 0 || end > static_cast<int>(schedule_.launches.size()) ||
       begin > end)
-    return io::Error("schedule '" + schedule_.name + "': no launches [" +
-                     std::to_string(begin) + ", " + std::to_string(end) + ")");
+    return io::Error(fmt::format("schedule '{}': no launches [{}, {})",
+                                 schedule_.name, begin, end));
   for (size_t i = 0; i < bound_.size(); ++i)
     if (!bound_[i])
       return io::Error("schedule '" + schedule_.name + "': buffer '" +
@@ -143,9 +143,8 @@ StepExecutor::boundValue(int l, const std::string &name) const {
   auto value = scalars_.find(name);
   if (value == scalars_.end()) {
     const Launch &launch = schedule_.launches[l];
-    return io::Error("launch " + std::to_string(l) + " (" + launch.kernel +
-                     ", " + launch.origin + "): scalar '" + name +
-                     "' is not set");
+    return io::Error(fmt::format("launch {} ({}, {}): scalar '{}' is not set",
+                                 l, launch.kernel, launch.origin, name));
   }
   return value->second;
 }
@@ -186,9 +185,9 @@ io::Status StepExecutor::run(int begin, int end, backend::Stream stream) {
     io::Expected<backend::LaunchList> list =
         backend_.recordLaunches(std::move(launches));
     if (!list)
-      return io::Error("schedule '" + schedule_.name + "': recording launches [" +
-                       std::to_string(begin) + ", " + std::to_string(end) +
-                       "): " + list.error().message());
+      return io::Error(
+          fmt::format("schedule '{}': recording launches [{}, {}): {}",
+                      schedule_.name, begin, end, list.error().message()));
     recorded.list = *list;
     recording = recorded_.emplace(std::pair{begin, end}, std::move(recorded))
                     .first;
@@ -216,13 +215,13 @@ io::Status StepExecutor::run(int begin, int end, backend::Stream stream) {
   if (replayed)
     return replayed;
   if (refused < 0)
-    return io::Error("schedule '" + schedule_.name + "': launches [" +
-                     std::to_string(begin) + ", " + std::to_string(end) +
-                     "): " + replayed.error().message());
+    return io::Error(fmt::format("schedule '{}': launches [{}, {}): {}",
+                                 schedule_.name, begin, end,
+                                 replayed.error().message()));
   const Launch &launch = schedule_.launches[begin + refused];
-  return io::Error("launch " + std::to_string(begin + refused) + " (" +
-                   launch.kernel + ", " + launch.origin +
-                   "): " + replayed.error().message());
+  return io::Error(fmt::format("launch {} ({}, {}): {}", begin + refused,
+                               launch.kernel, launch.origin,
+                               replayed.error().message()));
 }
 
 void StepExecutor::forgetRecordings() {
@@ -260,9 +259,8 @@ StepExecutor::runLaunches(int begin, int end, backend::Stream stream,
         backend::ArrayView<backend::Buffer>(arguments),
         backend::ArrayView<backend::Scalar>(scalars), stream);
     if (!launched)
-      return io::Error("launch " + std::to_string(l) + " (" + launch.kernel +
-                       ", " + launch.origin +
-                       "): " + launched.error().message());
+      return io::Error(fmt::format("launch {} ({}, {}): {}", l, launch.kernel,
+                                   launch.origin, launched.error().message()));
     if (observe) {
       if (io::Status done = backend_.synchronize(stream); !done)
         return done.error();
@@ -295,11 +293,10 @@ StepExecutor::runLaunches(int begin, int end, backend::Stream stream,
         return done.error();
       for (size_t i = 0; i < values.size(); ++i)
         if (!std::isfinite(values[i]))
-          return io::Error("non-finite value (" + std::to_string(values[i]) +
-                           ") at element " + std::to_string(i) + " of '" +
-                           desc.name + "', written by launch " +
-                           std::to_string(l) + " (" + launch.kernel + ", " +
-                           launch.origin + ")");
+          return io::Error(fmt::format("non-finite value ({}) at element {} of "
+                                       "'{}', written by launch {} ({}, {})",
+                                       values[i], i, desc.name, l,
+                                       launch.kernel, launch.origin));
     }
   }
   return io::success();

@@ -5,6 +5,7 @@
 #include "runtime/io/Json.h"
 
 #include <algorithm>
+#include <fmt/format.h>
 #include <numeric>
 
 using namespace tetra;
@@ -228,33 +229,30 @@ io::Status tetra::schedule::validate(
   int count = static_cast<int>(schedule.buffers.size());
   for (int i = 0; i < count; ++i) {
     const BufferDesc &buffer = schedule.buffers[i];
-    std::string where =
-        "buffers[" + std::to_string(i) + "] '" + buffer.name + "': ";
+    std::string where = fmt::format("buffers[{}] '{}': ", i, buffer.name);
     for (int64_t size : buffer.shape)
       if (size < 0)
         return io::Error(where + "negative size in its shape");
     if (buffer.role == BufferRole::Temporary &&
         (buffer.offset < 0 ||
          buffer.offset + buffer.bytes() > schedule.arenaBytes))
-      return io::Error(where + "temporary outside the arena (offset " +
-                       std::to_string(buffer.offset) + ", " +
-                       std::to_string(buffer.bytes()) + " bytes, arena " +
-                       std::to_string(schedule.arenaBytes) + ")");
+      return io::Error(fmt::format(
+          "{}temporary outside the arena (offset {}, {} bytes, arena {})",
+          where, buffer.offset, buffer.bytes(), schedule.arenaBytes));
   }
   int launchCount = static_cast<int>(schedule.launches.size());
   const Phases &phases = schedule.phases;
   for (int end : {phases.forwardEnd, phases.gradientsEnd, phases.updateBegin})
     if (end < -1 || end > launchCount)
-      return io::Error("phases: launch count " + std::to_string(end) +
-                       " out of range");
+      return io::Error(
+          fmt::format("phases: launch count {} out of range", end));
   if (!(schedule.forwardEnd() <= schedule.gradientsEnd() &&
         schedule.gradientsEnd() <= schedule.updateBegin()))
     return io::Error("phases: forward_end <= gradients_end <= update_begin "
                      "does not hold");
   for (size_t l = 0; l < schedule.launches.size(); ++l) {
     const Launch &launch = schedule.launches[l];
-    std::string where =
-        "launches[" + std::to_string(l) + "] (" + launch.kernel + "): ";
+    std::string where = fmt::format("launches[{}] ({}): ", l, launch.kernel);
     if (launch.gemm)
       for (const QuantizedOperand &operand : launch.gemm->operands) {
         int64_t elements = 1;
@@ -277,13 +275,13 @@ io::Status tetra::schedule::validate(
       }
     for (int buffer : launch.buffers)
       if (buffer < 0 || buffer >= count)
-        return io::Error(where + "buffer index " + std::to_string(buffer) +
-                         " out of range");
+        return io::Error(
+            fmt::format("{}buffer index {} out of range", where, buffer));
     for (const auto &[position, scalarName] : launch.boundScalars)
       if (position < 0 || position >= static_cast<int>(launch.scalars.size()))
-        return io::Error(where + "bound scalar '" + scalarName +
-                         "' at position " + std::to_string(position) +
-                         " out of range");
+        return io::Error(
+            fmt::format("{}bound scalar '{}' at position {} out of range",
+                        where, scalarName, position));
     const backend::KernelSignature *signature =
         signatureOf ? signatureOf(launch.kernel) : nullptr;
     if (!signature)
@@ -667,7 +665,7 @@ io::Expected<Schedule> tetra::schedule::fromJson(std::string_view text) {
 
   for (size_t i = 0; i < buffers->items().size(); ++i) {
     const io::JsonValue &item = buffers->items()[i];
-    Reader reader("buffers[" + std::to_string(i) + "]");
+    Reader reader(fmt::format("buffers[{}]", i));
     if (!item.isObject())
       return io::Error(reader.path + ": not an object");
     BufferDesc buffer;
@@ -719,7 +717,7 @@ io::Expected<Schedule> tetra::schedule::fromJson(std::string_view text) {
 
   for (size_t i = 0; i < launches->items().size(); ++i) {
     const io::JsonValue &item = launches->items()[i];
-    Reader reader("launches[" + std::to_string(i) + "]");
+    Reader reader(fmt::format("launches[{}]", i));
     if (!item.isObject())
       return io::Error(reader.path + ": not an object");
     Launch launch;

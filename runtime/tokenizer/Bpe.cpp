@@ -6,6 +6,7 @@
 #include <pcre2.h>
 
 #include <cstring>
+#include <fmt/format.h>
 #include <functional>
 #include <limits>
 #include <queue>
@@ -30,9 +31,9 @@ public:
     if (!code) {
       PCRE2_UCHAR buffer[256];
       pcre2_get_error_message(errorCode, buffer, sizeof(buffer));
-      return io::Error("pre-tokenization pattern, offset " +
-                       std::to_string(errorOffset) + ": " +
-                       reinterpret_cast<const char *>(buffer));
+      return io::Error(fmt::format("pre-tokenization pattern, offset {}: {}",
+                                   errorOffset,
+                                   reinterpret_cast<const char *>(buffer)));
     }
     std::unique_ptr<Regex> regex(new Regex);
     regex->code_ = code;
@@ -230,9 +231,9 @@ public:
     std::string out;
     for (TokenId id : ids) {
       if (id >= model_.vocab.size())
-        return io::Error("token id " + std::to_string(id) +
-                         " is outside the " + model_.name + " vocabulary (" +
-                         std::to_string(model_.vocab.size()) + " ids)");
+        return io::Error(
+            fmt::format("token id {} is outside the {} vocabulary ({} ids)", id,
+                        model_.name, model_.vocab.size()));
       out += model_.vocab[id];
     }
     return out;

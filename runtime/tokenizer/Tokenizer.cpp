@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <cstdio>
+#include <fmt/format.h>
 #include <unordered_map>
 
 namespace tetra::tokenizer {
@@ -68,8 +69,8 @@ public:
     out.reserve(ids.size());
     for (TokenId id : ids) {
       if (id >= 256)
-        return io::Error("token id " + std::to_string(id) +
-                         " is outside the bytes vocabulary (256 ids)");
+        return io::Error(fmt::format(
+            "token id {} is outside the bytes vocabulary (256 ids)", id));
       out.push_back(static_cast<char>(id));
     }
     return out;
@@ -104,7 +105,7 @@ io::Status addRankPairs(BpeModel &model, size_t mergeable,
   for (int b = 0; b < 256; ++b) {
     auto found = ids.find(std::string(1, static_cast<char>(b)));
     if (found == ids.end())
-      return io::Error("no token for the byte " + std::to_string(b));
+      return io::Error(fmt::format("no token for the byte {}", b));
     model.byteId[b] = found->second;
   }
   model.pairs.reserve(mergeable * 2);
@@ -204,13 +205,13 @@ io::Expected<std::unique_ptr<Tokenizer>> loadGPT2(const std::string &directory) 
     const io::JsonValue &value = member.value;
     if (!value.isInteger() || value.asInt64() < 0 ||
         value.asInt64() >= static_cast<int64_t>(count))
-      return io::Error(encoderPath + ": token '" + member.key +
-                       "': the id must be an integer in [0, " +
-                       std::to_string(count) + ")");
+      return io::Error(
+          fmt::format("{}: token '{}': the id must be an integer in [0, {})",
+                      encoderPath, member.key, count));
     TokenId id = static_cast<TokenId>(value.asInt64());
     if (seen[id])
-      return io::Error(encoderPath + ": id " + std::to_string(id) +
-                       " is given to two tokens");
+      return io::Error(
+          fmt::format("{}: id {} is given to two tokens", encoderPath, id));
     seen[id] = true;
     if (member.key == "<|endoftext|>") {
       model.vocab[id] = member.key;
@@ -229,8 +230,8 @@ io::Expected<std::unique_ptr<Tokenizer>> loadGPT2(const std::string &directory) 
   for (int b = 0; b < 256; ++b) {
     auto found = ids.find(std::string(1, static_cast<char>(b)));
     if (found == ids.end())
-      return io::Error(encoderPath + ": no token for the byte " +
-                       std::to_string(b));
+      return io::Error(
+          fmt::format("{}: no token for the byte {}", encoderPath, b));
     model.byteId[b] = found->second;
   }
 
@@ -251,7 +252,7 @@ io::Expected<std::unique_ptr<Tokenizer>> loadGPT2(const std::string &directory) 
     if (line.empty() || (lineNumber == 1 && line.substr(0, 9) == "#version:"))
       continue;
     size_t space = line.find(' ');
-    std::string where = mergesPath + ":" + std::to_string(lineNumber);
+    std::string where = fmt::format("{}:{}", mergesPath, lineNumber);
     if (space == std::string_view::npos || space == 0 ||
         space + 1 >= line.size() ||
         line.find(' ', space + 1) != std::string_view::npos)
@@ -339,7 +340,7 @@ io::Expected<std::unique_ptr<Tokenizer>> loadLlama3(const std::string &path) {
       line.remove_suffix(1);
     if (line.empty())
       continue;
-    std::string where = path + ":" + std::to_string(lineNumber);
+    std::string where = fmt::format("{}:{}", path, lineNumber);
     size_t space = line.find(' ');
     if (space == std::string_view::npos)
       return io::Error(where + ": expected a base64 token and a rank");
@@ -353,11 +354,10 @@ io::Expected<std::unique_ptr<Tokenizer>> loadLlama3(const std::string &path) {
       rank = rank * 10 + (c - '0');
     }
     if (!good || rank >= kLlama3Mergeable)
-      return io::Error(where + ": the rank must be an integer in [0, " +
-                       std::to_string(kLlama3Mergeable) + ")");
+      return io::Error(fmt::format("{}: the rank must be an integer in [0, {})",
+                                   where, kLlama3Mergeable));
     if (seen[rank])
-      return io::Error(where + ": rank " + std::to_string(rank) +
-                       " is given twice");
+      return io::Error(fmt::format("{}: rank {} is given twice", where, rank));
     if (!ids.emplace(bytes, static_cast<TokenId>(rank)).second)
       return io::Error(where + ": the token appears twice");
     seen[rank] = true;
@@ -365,8 +365,8 @@ io::Expected<std::unique_ptr<Tokenizer>> loadLlama3(const std::string &path) {
     ++count;
   }
   if (count != kLlama3Mergeable)
-    return io::Error(path + ": expected " + std::to_string(kLlama3Mergeable) +
-                     " ranks, found " + std::to_string(count));
+    return io::Error(fmt::format("{}: expected {} ranks, found {}", path,
+                                 kLlama3Mergeable, count));
   for (unsigned i = 0; i < kLlama3Special; ++i)
     model.vocab[kLlama3Mergeable + i] = llama3SpecialTokenName(i);
   model.endOfText = kLlama3Mergeable + 1;
@@ -390,7 +390,7 @@ std::string llama3SpecialTokenName(unsigned i) {
   constexpr unsigned kNamed = sizeof(named) / sizeof(named[0]);
   if (i < kNamed)
     return named[i];
-  return "<|reserved_special_token_" + std::to_string(i - kNamed + 3) + "|>";
+  return fmt::format("<|reserved_special_token_{}|>", i - kNamed + 3);
 }
 
 std::unique_ptr<Tokenizer> makeByteTokenizer() {

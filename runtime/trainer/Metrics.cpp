@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fmt/format.h>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -63,11 +64,11 @@ io::Expected<MetricsWriter> MetricsWriter::resume(const std::string &path,
         // A line cut short by a killed process is its last: drop it.
         if (!terminated)
           break;
-        return io::Error(path + ":" + std::to_string(line) +
-                         ": not a metrics record (" +
-                         (parsed ? std::string("no integer \"step\"")
-                                 : parsed.error().message()) +
-                         "); the file is left as it was");
+        return io::Error(fmt::format(
+            "{}:{}: not a metrics record ({}); the file is left as it was",
+            path, line,
+            (parsed ? std::string("no integer \"step\"")
+                    : parsed.error().message())));
       }
       if (logged->asInt64() <= step) {
         kept.append(record);
@@ -165,7 +166,6 @@ io::Status MetricsWriter::write(const StepRecord &record) {
 
 std::string tetra::trainer::progressLine(const StepRecord &record,
                                          const Progress &progress) {
-  char text[256];
   double rate = record.tokensPerSecond;
   const char *unit = "";
   if (rate >= 1e6) {
@@ -181,20 +181,14 @@ std::string tetra::trainer::progressLine(const StepRecord &record,
   int64_t eta = static_cast<int64_t>(std::lround(
       perStep *
       static_cast<double>(std::max<int64_t>(0, progress.stopStep - record.step))));
-  int written = std::snprintf(
-      text, sizeof(text),
-      "step %lld/%lld | loss %.4f | lr %.2e | %.1f%s tok/s | ETA %lld:%02lld",
-      static_cast<long long>(record.step),
-      static_cast<long long>(progress.totalSteps), record.loss, record.lr,
-      rate, unit, static_cast<long long>(eta / 60),
-      static_cast<long long>(eta % 60));
-  std::string line(text, written > 0 ? static_cast<size_t>(written) : 0);
+  std::string line = fmt::format(
+      "step {}/{} | loss {:.4f} | lr {:.2e} | {:.1f}{} tok/s | ETA {}:{:02}",
+      record.step, progress.totalSteps, record.loss, record.lr, rate, unit,
+      eta / 60, eta % 60);
   if (progress.stopStep < progress.totalSteps)
-    line += " to step " + std::to_string(progress.stopStep);
-  if (record.evalLoss) {
-    std::snprintf(text, sizeof(text), " | eval %.4f", *record.evalLoss);
-    line += text;
-  }
+    line += fmt::format(" to step {}", progress.stopStep);
+  if (record.evalLoss)
+    line += fmt::format(" | eval {:.4f}", *record.evalLoss);
   return line;
 }
 
@@ -202,13 +196,13 @@ void tetra::trainer::printProgress(const StepRecord &record,
                                    const Progress &progress, int64_t interval,
                                    bool last, std::FILE *out) {
   if (isatty(fileno(out))) {
-    std::fprintf(out, "\r\033[K%s%s", progressLine(record, progress).c_str(),
-                 last ? "\n" : "");
+    fmt::print(out, "\r\033[K{}{}", progressLine(record, progress),
+               last ? "\n" : "");
     std::fflush(out);
     return;
   }
   if (last || interval <= 1 || record.step % interval == 0 || record.evalLoss) {
-    std::fprintf(out, "%s\n", progressLine(record, progress).c_str());
+    fmt::print(out, "{}\n", progressLine(record, progress));
     std::fflush(out);
   }
 }

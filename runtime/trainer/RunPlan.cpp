@@ -5,6 +5,8 @@
 #include "runtime/data/Documents.h"
 #include "runtime/data/TokenFile.h"
 
+#include <fmt/format.h>
+
 using namespace tetra;
 using namespace tetra::trainer;
 using io::JsonValue;
@@ -226,10 +228,9 @@ trainer::openTokenizer(const tokenizer::TokenizerSpec &spec,
     return made.error();
   std::shared_ptr<tokenizer::Tokenizer> encoder(std::move(*made));
   if (vocabulary > 0 && encoder->vocabSize() > static_cast<uint64_t>(vocabulary))
-    return io::Error("tokenizer " + std::string(encoder->name()) + " has " +
-                     std::to_string(encoder->vocabSize()) +
-                     " tokens but the model's embedding has " +
-                     std::to_string(vocabulary) + " rows");
+    return io::Error(fmt::format(
+        "tokenizer {} has {} tokens but the model's embedding has {} rows",
+        std::string(encoder->name()), encoder->vocabSize(), vocabulary));
   return encoder;
 }
 

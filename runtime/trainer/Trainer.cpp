@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fmt/format.h>
 #include <numeric>
 #include <sys/stat.h>
 
@@ -72,20 +73,18 @@ Trainer::create(backend::Backend &backend, const schedule::Schedule &step,
   if (trainer->config_.microBatches < 1)
     return io::Error("micro-batches per step must be at least 1");
   if (trainer->config_.microBatches > 1 && !schedule.accumulatesGradients())
-    return io::Error(
-        "the compiled step does not accumulate gradients, but the run asks "
-        "for " +
-        std::to_string(trainer->config_.microBatches) +
-        " micro-batches per step (compile it with accumulateGradients)");
+    return io::Error(fmt::format(
+        "the compiled step does not accumulate gradients, but the run asks for "
+        "{} micro-batches per step (compile it with accumulateGradients)",
+        trainer->config_.microBatches));
   const data::PackerOptions &options = trainer->train_.options();
   for (const char *name : {"tokens", "targets"}) {
     int index = step.findBuffer(name);
     if (index < 0 ||
         step.buffers[index].numElements() != options.batchSize * options.seqLen)
-      return io::Error("the compiled step's '" + std::string(name) +
-                       "' is not [micro_batch, seq_len] = [" +
-                       std::to_string(options.batchSize) + ", " +
-                       std::to_string(options.seqLen) + "]");
+      return io::Error(fmt::format(
+          "the compiled step's '{}' is not [micro_batch, seq_len] = [{}, {}]",
+          std::string(name), options.batchSize, options.seqLen));
   }
   return trainer;
 }
@@ -210,7 +209,7 @@ io::Error Trainer::locateNonFinite(const std::string &what,
     if (!checked)
       return io::Error(what +
                        (config_.microBatches > 1
-                            ? "; micro-batch " + std::to_string(i)
+                            ? fmt::format("; micro-batch {}", i)
                             : std::string()) +
                        ": " + checked.error().message());
   }
@@ -235,8 +234,8 @@ io::Status Trainer::prepareNextStep() {
   if (!got)
     return got.error();
   if (!*got)
-    return io::Error("step " + std::to_string(step_ + 1) +
-                     ": the training data ran out");
+    return io::Error(
+        fmt::format("step {}: the training data ran out", step_ + 1));
   if (io::Status uploaded = uploadBatch(batch); !uploaded)
     return uploaded;
   return backend_.synchronize();
@@ -245,10 +244,8 @@ io::Status Trainer::prepareNextStep() {
 std::string TrainingSummary::steadyRateText() const {
   if (steadyTokensPerSecond <= 0)
     return "";
-  char text[64];
-  std::snprintf(text, sizeof(text), " (%.0f from step %lld on)",
-                steadyTokensPerSecond, static_cast<long long>(firstStep + 1));
-  return text;
+  return fmt::format(" ({:.0f} from step {} on)", steadyTokensPerSecond,
+                     firstStep + 1);
 }
 
 io::Expected<bool> Trainer::nextTrainingBatch(data::Batch &batch) {
@@ -278,7 +275,7 @@ io::Expected<Trainer::StepOutcome> Trainer::runStep(int64_t step, double lr,
   executor_->setScalar("lr", backend::Scalar::real(lr));
   std::vector<data::Batch> batches(static_cast<size_t>(micro));
   StepOutcome outcome;
-  std::string where = "step " + std::to_string(step) + ": ";
+  std::string where = fmt::format("step {}: ", step);
   for (int64_t i = 0; i < micro; ++i) {
     data::Batch &batch = batches[static_cast<size_t>(i)];
     io::Expected<bool> got = nextTrainingBatch(batch);
@@ -314,7 +311,7 @@ io::Expected<Trainer::StepOutcome> Trainer::runStep(int64_t step, double lr,
       return loss.error();
     if (!std::isfinite((*loss)[0])) {
       batches.resize(static_cast<size_t>(i + 1));
-      return locateNonFinite(where + "loss " + std::to_string((*loss)[0]),
+      return locateNonFinite(fmt::format("{}loss {}", where, (*loss)[0]),
                              batches);
     }
     outcome.loss += (*loss)[0];
@@ -329,9 +326,8 @@ io::Expected<Trainer::StepOutcome> Trainer::runStep(int64_t step, double lr,
     return norm.error();
   outcome.gradNorm = (*norm)[0];
   if (!std::isfinite(outcome.gradNorm))
-    return locateNonFinite(where + "loss " + std::to_string(outcome.loss) +
-                               ", gradient norm " +
-                               std::to_string(outcome.gradNorm),
+    return locateNonFinite(fmt::format("{}loss {}, gradient norm {}", where,
+                                       outcome.loss, outcome.gradNorm),
                            batches);
   if (io::Status ran = executor_->run(
           schedule.updateBegin(), static_cast<int>(schedule.launches.size()));

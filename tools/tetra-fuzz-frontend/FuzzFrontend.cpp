@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <fmt/format.h>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,7 @@ std::vector<std::string> linearNames() {
   for (int layer = 0; layer < 2; ++layer)
     for (const char *name : {"attn.wq", "attn.wk", "attn.wv", "attn.wo",
                              "mlp.gate", "mlp.up", "mlp.down"})
-      names.push_back("layers." + std::to_string(layer) + "." + name);
+      names.push_back(fmt::format("layers.{}.{}", layer, name));
   names.push_back("lm_head");
   return names;
 }
@@ -70,8 +71,8 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
   llvm::SmallString<128> path;
   llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, path);
   llvm::sys::path::append(
-      path, "tetra-fuzz-" + std::to_string(llvm::sys::Process::getProcessId()) +
-                ".tetra");
+      path,
+      fmt::format("tetra-fuzz-{}.tetra", llvm::sys::Process::getProcessId()));
   scratchPath = std::string(path);
   return 0;
 }

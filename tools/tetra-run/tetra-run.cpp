@@ -23,6 +23,7 @@
 #include <cstring>
 #include <algorithm>
 #include <cctype>
+#include <fmt/format.h>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,13 +35,13 @@ namespace {
 std::atomic<int> stopSignal{0};
 
 int fail(const std::string &message) {
-  std::fprintf(stderr, "tetra-run: error: %s\n", message.c_str());
+  fmt::print(stderr, "tetra-run: error: {}\n", message);
   return 1;
 }
 
 int usageError(const std::string &message) {
-  std::fprintf(stderr, "tetra-run: error: %s (see 'tetra-run --help')\n",
-               message.c_str());
+  fmt::print(stderr, "tetra-run: error: {} (see 'tetra-run --help')\n",
+             message);
   return 2;
 }
 
@@ -110,8 +111,8 @@ int runChecks(trainer::Trainer &trainer, const bundle::StepBundle &bundle) {
     row.beyond += check.beyond;
     row.passed &= check.passed();
   }
-  std::printf("%-24s %8s %12s %16s  %s\n", "kernel", "launches", "max error",
-              "differing", "worst output (origin)");
+  fmt::print("{:<24} {:>8} {:>12} {:>16}  {}\n", "kernel", "launches",
+             "max error", "differing", "worst output (origin)");
   bool passed = true;
   bool rounded = false;
   for (const auto &[kernel, row] : rows) {
@@ -119,23 +120,21 @@ int runChecks(trainer::Trainer &trainer, const bundle::StepBundle &bundle) {
     std::string note = row.passed ? "" : "  FAILED";
     if (row.worst.roundsOperands && row.beyond > 0) {
       rounded = true;
-      note = " [" + std::to_string(row.beyond) + " beyond 1e-5, BF16 operands]" +
-             note;
+      note =
+          fmt::format(" [{} beyond 1e-5, BF16 operands]{}", row.beyond, note);
     }
-    std::printf("%-24s %8d %12.3g %7lld/%-8lld  %s (%s)%s\n", kernel.c_str(),
-                row.launches, row.worst.error,
-                static_cast<long long>(row.differing),
-                static_cast<long long>(row.elements), row.worst.buffer.c_str(),
-                row.worst.origin.c_str(), note.c_str());
+    fmt::print("{:<24} {:8} {:12.3g} {:7}/{:<8}  {} ({}){}\n", kernel,
+               row.launches, row.worst.error, row.differing, row.elements,
+               row.worst.buffer, row.worst.origin, note);
   }
-  std::printf("%s: %zu launches of %zu library kernels checked against the "
-              "CPU's; %s\n",
-              bundle.directory.c_str(), checks->size(), rows.size(),
-              !passed   ? "some differ by more than allowed"
-              : rounded ? "all within 1e-5 but for BF16 operands rounded to "
-                          "the other neighbour (at most 1 element in 100, "
-                          "within 1e-2)"
-                        : "all within 1e-5");
+  fmt::print(
+      "{}: {} launches of {} library kernels checked against the CPU's; {}\n",
+      bundle.directory, checks->size(), rows.size(),
+      !passed   ? "some differ by more than allowed"
+      : rounded ? "all within 1e-5 but for BF16 operands rounded to "
+                  "the other neighbour (at most 1 element in 100, "
+                  "within 1e-2)"
+                : "all within 1e-5");
   return passed ? 0 : 1;
 }
 
@@ -176,14 +175,14 @@ int runProfile(trainer::Trainer &trainer, const bundle::StepBundle &bundle) {
   std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) {
     return a.second.seconds > b.second.seconds;
   });
-  std::printf("%-32s %8s %12s %7s\n", "kernel family", "launches", "ms",
-              "share");
+  fmt::print("{:<32} {:>8} {:>12} {:>7}\n", "kernel family", "launches", "ms",
+             "share");
   for (const auto &[family, row] : sorted)
-    std::printf("%-32s %8d %12.3f %6.1f%%\n", family.c_str(), row.launches,
-                row.seconds * 1e3, 100.0 * row.seconds / total);
-  std::printf("%s: one step, %zu launches, %.3f ms with a synchronize after "
-              "each\n",
-              bundle.directory.c_str(), seconds->size(), total * 1e3);
+    fmt::print("{:<32} {:8} {:12.3f} {:6.1f}%\n", family, row.launches,
+               row.seconds * 1e3, 100.0 * row.seconds / total);
+  fmt::print(
+      "{}: one step, {} launches, {:.3f} ms with a synchronize after each\n",
+      bundle.directory, seconds->size(), total * 1e3);
   return 0;
 }
 
@@ -349,25 +348,21 @@ int main(int argc, char **argv) {
     return runProfile(**trainer, *bundle);
   std::signal(SIGINT, [](int signal) { stopSignal = signal; });
   std::signal(SIGTERM, [](int signal) { stopSignal = signal; });
-  std::printf("run %s: policy %s, %lld steps of %lld x %lld tokens on %s "
-              "(bundle %s)\n",
-              plan.run.c_str(), plan.policy.c_str(),
-              static_cast<long long>(plan.steps),
-              static_cast<long long>(plan.microBatch * plan.accumulation),
-              static_cast<long long>(plan.seqLen), (*gpu)->description().c_str(),
-              bundlePath.c_str());
+  fmt::print(
+      "run {}: policy {}, {} steps of {} x {} tokens on {} (bundle {})\n",
+      plan.run, plan.policy, plan.steps, plan.microBatch * plan.accumulation,
+      plan.seqLen, (*gpu)->description(), bundlePath);
   io::Expected<trainer::TrainingSummary> summary = (*trainer)->train();
   if (!summary)
     return fail(summary.error().message());
   std::string evalText;
   if (summary->evalLoss)
-    evalText = ", eval loss " + std::to_string(*summary->evalLoss);
-  std::printf("run %s: steps %lld-%lld, loss %.4f -> %.4f%s, %.1f s, %.0f "
-              "tokens/s%s; metrics %s\n",
-              plan.run.c_str(), static_cast<long long>(summary->firstStep),
-              static_cast<long long>(summary->lastStep), summary->firstLoss,
-              summary->lastLoss, evalText.c_str(), summary->seconds,
-              summary->tokensPerSecond, summary->steadyRateText().c_str(),
-              config.metricsPath.c_str());
+    evalText = fmt::format(", eval loss {}", *summary->evalLoss);
+  fmt::print("run {}: steps {}-{}, loss {:.4f} -> {:.4f}{}, {:.1f} s, {:.0f} "
+             "tokens/s{}; metrics {}\n",
+             plan.run, summary->firstStep, summary->lastStep,
+             summary->firstLoss, summary->lastLoss, evalText, summary->seconds,
+             summary->tokensPerSecond, summary->steadyRateText(),
+             config.metricsPath);
   return summary->stopped ? 128 + stopSignal.load() : 0;
 }

@@ -26,6 +26,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <fmt/format.h>
 #include <map>
 #include <optional>
 #include <string>
@@ -181,9 +182,8 @@ bool Checker::checkRun(size_t index) {
     return false;
   }
   std::string tokensText =
-      "seq_len * micro_batch = " + std::to_string(run->seqLen) + " * " +
-      std::to_string(run->microBatch) + " = " + std::to_string(tokens) +
-      " tokens";
+      fmt::format("seq_len * micro_batch = {} * {} = {} tokens", run->seqLen,
+                  run->microBatch, tokens);
   if (!checkReductionSizes(diags, *model, *policy, tokens, tokensText,
                            "run '" + run->name + "': "))
     return false;

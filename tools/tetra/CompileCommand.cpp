@@ -32,6 +32,7 @@
 #include "llvm/Support/Process.h"
 
 #include <cstdio>
+#include <fmt/format.h>
 
 using namespace tetra;
 using namespace tetra::frontend;
@@ -40,13 +41,13 @@ using namespace tetra::driver;
 namespace {
 
 int usageError(const std::string &message) {
-  std::fprintf(stderr, "tetra compile: error: %s (see 'tetra compile --help')\n",
-               message.c_str());
+  fmt::print(stderr, "tetra compile: error: {} (see 'tetra compile --help')\n",
+             message);
   return 2;
 }
 
 int fail(const std::string &message) {
-  std::fprintf(stderr, "tetra compile: error: %s\n", message.c_str());
+  fmt::print(stderr, "tetra compile: error: {}\n", message);
   return 1;
 }
 
@@ -66,20 +67,16 @@ std::string resourcesJson(const std::string &assembly) {
     json += r ? "," : "";
     json += "{\"function\":";
     io::appendJsonString(json, used.function);
-    json += ",\"vgprs\":" + std::to_string(used.vgprs) +
-            ",\"agprs\":" + std::to_string(used.agprs) +
-            ",\"sgprs\":" + std::to_string(used.sgprs) +
-            ",\"lds_bytes\":" + std::to_string(used.ldsBytes) +
-            ",\"scratch_bytes\":" + std::to_string(used.scratchBytes) +
-            ",\"mfmas\":" + std::to_string(used.mfmas) +
-            ",\"scaled_mfmas\":" + std::to_string(used.scaledMfmas) +
-            ",\"waves_per_simd\":" + std::to_string(used.occupancy) +
-            ",\"kernargs\":[";
+    json += fmt::format(",\"vgprs\":{},\"agprs\":{},\"sgprs\":{},\"lds_bytes\":"
+                        "{},\"scratch_bytes\":{},\"mfmas\":{},\"scaled_mfmas\":"
+                        "{},\"waves_per_simd\":{},\"kernargs\":[",
+                        used.vgprs, used.agprs, used.sgprs, used.ldsBytes,
+                        used.scratchBytes, used.mfmas, used.scaledMfmas,
+                        used.occupancy);
     for (size_t a = 0; a < used.arguments.size(); ++a) {
       json += a ? "," : "";
-      json += "{\"offset\":" + std::to_string(used.arguments[a].offset) +
-              ",\"size\":" + std::to_string(used.arguments[a].size) +
-              ",\"kind\":";
+      json += fmt::format("{{\"offset\":{},\"size\":{},\"kind\":",
+                          used.arguments[a].offset, used.arguments[a].size);
       io::appendJsonString(json, used.arguments[a].kind);
       json += "}";
     }
@@ -116,8 +113,7 @@ std::string manifestOf(const std::vector<GpuKernelCode> &kernels,
       json += "{\"function\":";
       io::appendJsonString(json, launch.function);
       auto triple = [&](const char *key, const std::array<int64_t, 3> &v) {
-        json += std::string(",\"") + key + "\":[" + std::to_string(v[0]) +
-                "," + std::to_string(v[1]) + "," + std::to_string(v[2]) + "]";
+        json += fmt::format(",\"{}\":[{},{},{}]", key, v[0], v[1], v[2]);
       };
       triple("grid", launch.grid);
       triple("block", launch.block);
@@ -152,8 +148,8 @@ int writeStepBundle(mlir::MLIRContext &context,
   // checksum and sources verified.
   const std::string cached = stepCacheDirectory(
       targetName(target),
-      stepCacheKey(targetName(target),
-                   "block-tile=" + std::to_string(blockTile), files));
+      stepCacheKey(targetName(target), fmt::format("block-tile={}", blockTile),
+                   files));
   if (!cached.empty() && bundle::StepBundle::open(cached)) {
     io::Expected<std::string> summary = io::readFile(cached + "/compile.txt");
     bool same = static_cast<bool>(summary);
@@ -167,8 +163,7 @@ int writeStepBundle(mlir::MLIRContext &context,
     if (same && copyDirectory(cached, staging) &&
         !llvm::sys::fs::remove(staging + "/compile.txt") &&
         !llvm::sys::fs::rename(staging, output)) {
-      std::printf("%s, in %s (from the compile cache)\n", summary->c_str(),
-                  output.c_str());
+      fmt::print("{}, in {} (from the compile cache)\n", *summary, output);
       return 0;
     }
     llvm::sys::fs::remove_directories(staging);
@@ -285,20 +280,18 @@ int writeStepBundle(mlir::MLIRContext &context,
   if (std::error_code error = llvm::sys::fs::rename(staging, output))
     return cleanUp("cannot move the bundle into '" + output +
                    "': " + error.message());
-  char summary[512];
-  std::snprintf(summary, sizeof(summary),
-                "tetra compile: the training step of run %s for %s (%s): %zu "
-                "launches of %zu code objects, arena %.2f MiB",
-                run.name.c_str(), targetName(target),
-                targetInfo(target).description, step->schedule.launches.size(),
-                step->code.size(),
-                static_cast<double>(step->schedule.arenaBytes) / (1 << 20));
-  std::printf("%s, in %s\n", summary, output.c_str());
+  const std::string summary = fmt::format(
+      "tetra compile: the training step of run {} for {} ({}): {} launches of "
+      "{} code objects, arena {:.2f} MiB",
+      run.name, targetName(target), targetInfo(target).description,
+      step->schedule.launches.size(), step->code.size(),
+      static_cast<double>(step->schedule.arenaBytes) / (1 << 20));
+  fmt::print("{}, in {}\n", summary, output);
   // Kept for the next compile of the same step; failing to keep it is not
   // an error.
   if (!cached.empty()) {
     std::string temporary =
-        cached + ".tmp" + std::to_string(llvm::sys::Process::getProcessId());
+        fmt::format("{}.tmp{}", cached, llvm::sys::Process::getProcessId());
     llvm::sys::fs::remove_directories(temporary);
     if (copyDirectory(output, temporary) &&
         io::writeFileAtomically(temporary + "/compile.txt", summary)) {
@@ -427,10 +420,9 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
   if (std::error_code error = llvm::sys::fs::rename(staging, output))
     return cleanUp("cannot move the bundle into '" + output +
                    "': " + error.message());
-  std::printf("tetra compile: %zu GEMM kernel%s for %s (%s) in %s\n",
-              kernels->size(), kernels->size() == 1 ? "" : "s",
-              targetName(*target), targetInfo(*target).description,
-              output.c_str());
+  fmt::print("tetra compile: {} GEMM kernel{} for {} ({}) in {}\n",
+             kernels->size(), kernels->size() == 1 ? "" : "s",
+             targetName(*target), targetInfo(*target).description, output);
   return 0;
 }
 

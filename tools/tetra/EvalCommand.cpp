@@ -26,6 +26,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fmt/format.h>
 #include <cstdlib>
 
 using namespace tetra;
@@ -34,13 +35,13 @@ using namespace tetra::driver;
 namespace {
 
 int usageError(const std::string &message) {
-  std::fprintf(stderr, "tetra eval: error: %s (see 'tetra eval --help')\n",
-               message.c_str());
+  fmt::print(stderr, "tetra eval: error: {} (see 'tetra eval --help')\n",
+             message);
   return 2;
 }
 
 int fail(const std::string &message) {
-  std::fprintf(stderr, "tetra eval: error: %s\n", message.c_str());
+  fmt::print(stderr, "tetra eval: error: {}\n", message);
   return 1;
 }
 
@@ -180,9 +181,7 @@ int tetra::driver::evalMain(const std::vector<std::string_view> &args) {
     }
     const std::vector<int64_t> shape = {read, run->microBatch, run->seqLen};
     io::SafetensorsWriter writer;
-    char lossText[32];
-    std::snprintf(lossText, sizeof lossText, "%.9g", *loss);
-    writer.setMetadata("eval_loss", lossText);
+    writer.setMetadata("eval_loss", fmt::format("{:.9g}", *loss));
     writer.setMetadata("checkpoint", checkpointPath);
     if (io::Status added = writer.addTensor("tokens", io::Dtype::I32, shape,
                                             tokens.data(),
@@ -197,15 +196,11 @@ int tetra::driver::evalMain(const std::vector<std::string_view> &args) {
     if (io::Status written = writer.write(dumpPath); !written)
       return fail(written.error().message());
   }
-  std::printf("checkpoint %s (step %lld, trained under %s): eval loss %.6f, "
-              "perplexity %.4f on %lld batches of %lld x %lld tokens under "
-              "policy %s\n",
-              checkpointPath.c_str(),
-              static_cast<long long>((*trainer)->step()),
-              (*trainer)->resumedPolicy().c_str(), *loss, std::exp(*loss),
-              static_cast<long long>(batches),
-              static_cast<long long>(run->microBatch),
-              static_cast<long long>(run->seqLen), policy->name.c_str());
+  fmt::print(
+      "checkpoint {} (step {}, trained under {}): eval loss {:.6f}, perplexity "
+      "{:.4f} on {} batches of {} x {} tokens under policy {}\n",
+      checkpointPath, (*trainer)->step(), (*trainer)->resumedPolicy(), *loss,
+      std::exp(*loss), batches, run->microBatch, run->seqLen, policy->name);
   return 0;
 }
 

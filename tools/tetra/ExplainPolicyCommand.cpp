@@ -27,6 +27,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <fmt/format.h>
 #include <map>
 #include <set>
 #include <string>
@@ -115,8 +116,8 @@ public:
     if (origin.isBuiltIn())
       return -1;
     std::string key =
-        origin.description + "\x1f" +
-        std::to_string(reinterpret_cast<uintptr_t>(origin.loc.getPointer()));
+        fmt::format("{}\x1f{}", origin.description,
+                    reinterpret_cast<uintptr_t>(origin.loc.getPointer()));
     auto [it, inserted] = ids.try_emplace(key, origins.size());
     if (inserted)
       origins.push_back(origin);
@@ -204,8 +205,7 @@ std::string compressIntegers(std::vector<int64_t> values) {
     while (j + 1 < values.size() && values[j + 1] == values[j] + 1)
       ++j;
     if (j - i >= 2) {
-      items.push_back(std::to_string(values[i]) + ".." +
-                      std::to_string(values[j]));
+      items.push_back(fmt::format("{}..{}", values[i], values[j]));
     } else {
       for (size_t k = i; k <= j; ++k)
         items.push_back(std::to_string(values[k]));
@@ -250,7 +250,7 @@ std::vector<Row> makeRows(const std::vector<const LinearPolicy *> &linears,
     std::string key;
     for (const Cell &cell : cells) {
       for (const Part &part : cell)
-        key += part.value + "\x1e" + std::to_string(part.origin) + "\x1e";
+        key += fmt::format("{}\x1e{}\x1e", part.value, part.origin);
       key += "\x1f";
     }
     return key;
@@ -263,7 +263,7 @@ std::vector<Row> makeRows(const std::vector<const LinearPolicy *> &linears,
     for (int role = 0; role < 3; ++role) {
       std::vector<Cell> cells = makeCells(linears[i]->roles[role], origins);
       std::string key =
-          shape + "\x1d" + std::to_string(role) + "\x1d" + cellKey(cells);
+          fmt::format("{}\x1d{}\x1d{}", shape, role, cellKey(cells));
       auto [it, inserted] = groupIndex.try_emplace(key, groups.size());
       if (inserted)
         groups.push_back({shape, role, cells, {}, {}});
@@ -357,10 +357,9 @@ void printTable(const ResolvedPolicy &policy, const ModelGraph &model,
   auto render = [&](const Cell &cell) {
     std::vector<std::string> parts;
     for (const Part &part : cell)
-      parts.push_back(part.origin < 0
-                          ? part.value
-                          : part.value + " [" +
-                                std::to_string(number[part.origin]) + "]");
+      parts.push_back(part.origin < 0 ? part.value
+                                      : fmt::format("{} [{}]", part.value,
+                                                    number[part.origin]));
     return llvm::join(parts, " / ");
   };
 
@@ -430,7 +429,7 @@ void printTable(const ResolvedPolicy &policy, const ModelGraph &model,
     }
     size_t numberWidth = std::to_string(order.size()).size() + 2;
     for (size_t i = 0; i < order.size(); ++i) {
-      std::string label = "[" + std::to_string(i + 1) + "]";
+      std::string label = fmt::format("[{}]", i + 1);
       os << label << std::string(numberWidth - label.size() + 1, ' ')
          << places[i] << std::string(placeWidth - places[i].size() + 2, ' ')
          << descriptions[i]

@@ -28,6 +28,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fmt/format.h>
 #include <map>
 #include <set>
 
@@ -37,13 +38,13 @@ using namespace tetra::driver;
 namespace {
 
 int usageError(const std::string &message) {
-  std::fprintf(stderr, "tetra export: error: %s (see 'tetra export --help')\n",
-               message.c_str());
+  fmt::print(stderr, "tetra export: error: {} (see 'tetra export --help')\n",
+             message);
   return 2;
 }
 
 int fail(const std::string &message) {
-  std::fprintf(stderr, "tetra export: error: %s\n", message.c_str());
+  fmt::print(stderr, "tetra export: error: {}\n", message);
   return 1;
 }
 
@@ -70,7 +71,7 @@ llamaShapeOf(const frontend::ModelGraph &model) {
   LlamaShape s;
   s.vocab = (*embed)[0];
   s.dim = (*embed)[1];
-  while (shapeOf("layers." + std::to_string(s.layers) + ".attn.wq"))
+  while (shapeOf(fmt::format("layers.{}.attn.wq", s.layers)))
     ++s.layers;
   if (s.layers == 0)
     return std::string("it has no 'layers.0.attn.wq'");
@@ -109,7 +110,7 @@ llamaShapeOf(const frontend::ModelGraph &model) {
       {"norm", {s.dim}},
       {"lm_head", {s.vocab, s.dim}}};
   for (int64_t i = 0; i < s.layers; ++i) {
-    const std::string p = "layers." + std::to_string(i) + ".";
+    const std::string p = fmt::format("layers.{}.", i);
     expected[p + "attn_norm"] = {s.dim};
     expected[p + "attn.wq"] = {s.heads * s.headDim, s.dim};
     expected[p + "attn.wk"] = {s.kvHeads * s.headDim, s.dim};
@@ -362,12 +363,11 @@ int tetra::driver::exportMain(const std::vector<std::string_view> &args) {
       return fail("cannot write config.json: " + ec.message());
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config))) << "\n";
   }
-  std::printf("tetra export: %s (step %lld of %s) as a Hugging Face Llama in "
-              "%s: config.json, model.safetensors (%zu tensors, fp32; wq and "
-              "wk permuted to rotate-half RoPE), %s\n",
-              model.name.c_str(), static_cast<long long>(state->step),
-              state->run.c_str(), outDir.c_str(), model.parameters.size(),
-              tokenizerNote.c_str());
+  fmt::print("tetra export: {} (step {} of {}) as a Hugging Face Llama in {}: "
+             "config.json, model.safetensors ({} tensors, fp32; wq and wk "
+             "permuted to rotate-half RoPE), {}\n",
+             model.name, state->step, state->run, outDir,
+             model.parameters.size(), tokenizerNote);
   return 0;
 }
 

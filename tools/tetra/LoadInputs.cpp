@@ -4,6 +4,8 @@
 
 #include "runtime/kernels/Registry.h"
 
+#include <fmt/format.h>
+
 using namespace tetra;
 using namespace tetra::frontend;
 using namespace tetra::driver;
@@ -71,9 +73,8 @@ tetra::driver::loadInputs(DiagnosticEngine &diags,
     std::string tokensText;
     if (batch != emit.dimensions.end() && seq != emit.dimensions.end()) {
       tokens = batch->second * seq->second;
-      tokensText = "batch * seq = " + std::to_string(batch->second) + " * " +
-                   std::to_string(seq->second) + " = " +
-                   std::to_string(tokens) + " tokens";
+      tokensText = fmt::format("batch * seq = {} * {} = {} tokens",
+                               batch->second, seq->second, tokens);
     }
     if (!checkReductionSizes(diags, *model, *policy, tokens, tokensText, ""))
       return std::nullopt;

@@ -18,6 +18,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <fmt/format.h>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -28,8 +29,8 @@ using namespace tetra;
 namespace {
 
 int usageError(const std::string &message) {
-  std::fprintf(stderr, "tetra plot: error: %s (see 'tetra plot --help')\n",
-               message.c_str());
+  fmt::print(stderr, "tetra plot: error: {} (see 'tetra plot --help')\n",
+             message);
   return 2;
 }
 
@@ -92,13 +93,12 @@ io::Expected<std::vector<plot::Series>> readRun(const std::string &path,
       continue;
     io::Expected<io::JsonValue> value = io::parseJson(line);
     if (!value || !value->isObject())
-      return io::Error(path + ":" + std::to_string(number) +
-                       ": not a JSON object" +
-                       (value ? "" : ": " + value.error().message()));
+      return io::Error(
+          fmt::format("{}:{}: not a JSON object{}", path, number,
+                      (value ? "" : ": " + value.error().message())));
     const io::JsonValue *step = value->find("step");
     if (!step || !step->isNumber())
-      return io::Error(path + ":" + std::to_string(number) +
-                       ": no numeric \"step\"");
+      return io::Error(fmt::format("{}:{}: no numeric \"step\"", path, number));
     if (const io::JsonValue *run = value->find("run"); run && run->isString())
       train.name = run->asString();
     const io::JsonValue *at = findMetric(*value, x);
@@ -182,8 +182,7 @@ int plotHeatMap(const std::string &run, const std::string &output,
     path += "/metrics.jsonl";
   std::ifstream in(path);
   if (!in) {
-    std::fprintf(stderr, "tetra plot: error: cannot read '%s'\n",
-                 path.c_str());
+    fmt::print(stderr, "tetra plot: error: cannot read '{}'\n", path);
     return 1;
   }
   std::optional<io::JsonValue> chosen;
@@ -195,8 +194,8 @@ int plotHeatMap(const std::string &run, const std::string &output,
       continue;
     io::Expected<io::JsonValue> value = io::parseJson(line);
     if (!value) {
-      std::fprintf(stderr, "tetra plot: error: %s:%d: %s\n", path.c_str(),
-                   lineNumber, value.error().message().c_str());
+      fmt::print(stderr, "tetra plot: error: {}:{}: {}\n", path, lineNumber,
+                 value.error().message());
       return 1;
     }
     const io::JsonValue *linear = value->find("sqnr_db_linear");
@@ -213,19 +212,19 @@ int plotHeatMap(const std::string &run, const std::string &output,
     chosenStep = s;
   }
   if (!chosen) {
-    std::fprintf(stderr,
-                 "tetra plot: error: %s: no \"sqnr_db_linear\"%s (a run "
-                 "measures it every sqnr_interval steps)\n",
-                 path.c_str(),
-                 step > 0 ? (" at step " + std::to_string(step)).c_str()
-                          : " in any line");
+    fmt::print(stderr,
+               "tetra plot: error: {}: no \"sqnr_db_linear\"{} (a run measures "
+               "it every sqnr_interval steps)\n",
+               path,
+               step > 0 ? fmt::format(" at step {}", step)
+                        : std::string(" in any line"));
     return 1;
   }
   static const char *kColumns[] = {"fprop.x",  "fprop.w",  "dgrad.dy",
                                     "dgrad.w",  "wgrad.dy", "wgrad.x"};
   plot::HeatMapData data;
-  data.title = title.empty() ? runName + ": SQNR per linear at step " +
-                                   std::to_string(chosenStep)
+  data.title = title.empty() ? fmt::format("{}: SQNR per linear at step {}",
+                                           runName, chosenStep)
                              : title;
   const io::JsonValue &linears = *chosen->find("sqnr_db_linear");
   for (const io::JsonMember &member : linears.members())
@@ -246,14 +245,11 @@ int plotHeatMap(const std::string &run, const std::string &output,
   }
   io::Status written = plot::drawHeatMap(data, output);
   if (!written) {
-    std::fprintf(stderr, "tetra plot: error: %s\n",
-                 written.error().message().c_str());
+    fmt::print(stderr, "tetra plot: error: {}\n", written.error().message());
     return 1;
   }
-  std::printf("wrote %s: SQNR heat map of %zu linears x %zu operands, step "
-              "%lld\n",
-              output.c_str(), data.rows.size(), data.columns.size(),
-              static_cast<long long>(chosenStep));
+  fmt::print("wrote {}: SQNR heat map of {} linears x {} operands, step {}\n",
+             output, data.rows.size(), data.columns.size(), chosenStep);
   return 0;
 }
 
@@ -336,8 +332,7 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
       path += "/metrics.jsonl";
     io::Expected<std::vector<plot::Series>> run = readRun(path, metric, xName);
     if (!run) {
-      std::fprintf(stderr, "tetra plot: error: %s\n",
-                   run.error().message().c_str());
+      fmt::print(stderr, "tetra plot: error: {}\n", run.error().message());
       return 1;
     }
     read.push_back(std::move(*run));
@@ -376,15 +371,13 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
   options.smooth = smoothText.empty() ? 0 : std::strtod(smoothText.c_str(), nullptr);
   io::Status written = plot::drawLineChart(series, options, output);
   if (!written) {
-    std::fprintf(stderr, "tetra plot: error: %s\n",
-                 written.error().message().c_str());
+    fmt::print(stderr, "tetra plot: error: {}\n", written.error().message());
     return 1;
   }
   std::string names;
   for (const plot::Series &s : series)
     names += (names.empty() ? "" : ", ") + s.name;
-  std::printf("wrote %s: %zu curves (%s)\n", output.c_str(), series.size(),
-              names.c_str());
+  fmt::print("wrote {}: {} curves ({})\n", output, series.size(), names);
   return 0;
 }
 

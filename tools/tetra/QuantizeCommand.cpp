@@ -27,6 +27,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -210,8 +212,9 @@ Expected<Rotation> parseRotation(std::string_view given, bool &seedGiven) {
   if (!block)
     return invalid();
   if (!isValidRotationBlock(*block))
-    return Error("rotation block " + std::to_string(*block) + " in --rotate '" +
-                 std::string(given) + "' is not one of 16, 32, 64, 128");
+    return Error(fmt::format(
+        "rotation block {} in --rotate '{}' is not one of 16, 32, 64, 128",
+        *block, std::string(given)));
   rotation.blockSize = *block;
   return rotation;
 }
@@ -539,7 +542,7 @@ std::string nameList(const io::SafetensorsFile &file) {
   size_t shown = 0;
   for (const io::TensorInfo &tensor : file.tensors()) {
     if (shown == 8) {
-      list += ", ... (" + std::to_string(file.tensors().size()) + " in all)";
+      list += fmt::format(", ... ({} in all)", file.tensors().size());
       break;
     }
     if (shown++)
@@ -570,27 +573,24 @@ Expected<TensorPlan> planTensor(const io::TensorInfo &tensor,
                  hint);
   int axis = options.axis < 0 ? options.axis + rank : options.axis;
   if (axis < 0 || axis >= rank)
-    return Error("--axis " + std::to_string(options.axis) +
-                 " is out of range for " + what + " of rank " +
-                 std::to_string(rank) + " (valid: " + std::to_string(-rank) +
-                 " to " + std::to_string(rank - 1) + ")" + hint);
+    return Error(fmt::format(
+        "--axis {} is out of range for {} of rank {} (valid: {} to {}){}",
+        options.axis, what, rank, -rank, rank - 1, hint));
   TensorPlan plan{&tensor, axis, viewAlong(tensor.shape, axis)};
   int64_t extent = plan.view.extent;
   if (!options.format.isBF16) {
     int block = options.format.block.scaling.blockSize;
     if (extent % block != 0)
-      return Error(what + ": extent " + std::to_string(extent) +
-                   " along axis " + std::to_string(axis) +
-                   " is not divisible by the block size " +
-                   std::to_string(block) + hint);
+      return Error(fmt::format(
+          "{}: extent {} along axis {} is not divisible by the block size {}{}",
+          what, extent, axis, block, hint));
   }
   if (options.rotation.kind != RotationKind::None &&
       extent % options.rotation.blockSize != 0)
-    return Error(what + ": extent " + std::to_string(extent) + " along axis " +
-                 std::to_string(axis) +
-                 " is not divisible by the rotation "
-                 "block " +
-                 std::to_string(options.rotation.blockSize) + hint);
+    return Error(fmt::format("{}: extent {} along axis {} is not divisible by "
+                             "the rotation block {}{}",
+                             what, extent, axis, options.rotation.blockSize,
+                             hint));
   return plan;
 }
 
@@ -888,22 +888,11 @@ void measure(const std::vector<float> &x, TensorResult &result) {
 // Reporting
 //===----------------------------------------------------------------------===//
 
-std::string formatNumber(const char *pattern, double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), pattern, value);
-  return buffer;
-}
 
 std::string compactShape(const std::vector<int64_t> &shape) {
   if (shape.empty())
     return "scalar";
-  std::string text;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i)
-      text += "x";
-    text += std::to_string(shape[i]);
-  }
-  return text;
+  return fmt::format("{}", fmt::join(shape, "x"));
 }
 
 /// One character per bin, eight heights; an empty bin is a '.'.
@@ -947,22 +936,21 @@ std::string scaleColumn(const TensorResult &result) {
     if (s.zeroBlocks || s.underflowBlocks)
       text = "all zero";
     else if (s.nanBlocks)
-      return "all " + std::to_string(s.nanBlocks) + " blocks NaN";
+      return fmt::format("all {} blocks NaN", s.nanBlocks);
     else
       return "-";
   } else if (s.isE4M3) {
-    char buffer[160];
-    std::snprintf(buffer, sizeof(buffer), "%.3g..%.3g med %.3g x %.3g ",
-                  s.minScale, s.maxScale, s.medianScale, s.tensorScale);
-    text = buffer + sparkline(s.counts);
+    text = fmt::format("{:.3g}..{:.3g} med {:.3g} x {:.3g} {}", s.minScale,
+                       s.maxScale, s.medianScale, s.tensorScale,
+                       sparkline(s.counts));
   } else {
-    text = std::to_string(s.minBin) + ".." + std::to_string(s.maxBin) +
-           " med " + std::to_string(s.medianBin) + " " + sparkline(s.counts);
+    text = fmt::format("{}..{} med {} {}", s.minBin, s.maxBin, s.medianBin,
+                       sparkline(s.counts));
   }
   if (s.underflowBlocks)
-    text += " (" + std::to_string(s.underflowBlocks) + " flushed to 0)";
+    text += fmt::format(" ({} flushed to 0)", s.underflowBlocks);
   if (s.nanBlocks)
-    text += " (" + std::to_string(s.nanBlocks) + " NaN)";
+    text += fmt::format(" ({} NaN)", s.nanBlocks);
   return text;
 }
 
@@ -973,15 +961,14 @@ struct Table {
 };
 
 void printTableHeader(const Table &table) {
-  std::printf("%-*s  %-5s  %-*s  %8s  %9s  %9s  %8s  %s\n",
-              static_cast<int>(table.nameWidth), "tensor", "dtype",
-              static_cast<int>(table.shapeWidth), "shape", "SQNR dB", "rel err",
-              "max err", "clipped", table.scaleHeader.c_str());
+  fmt::print("{:<{}}  {:<5}  {:<{}}  {:>8}  {:>9}  {:>9}  {:>8}  {}\n",
+             "tensor", table.nameWidth, "dtype", "shape", table.shapeWidth,
+             "SQNR dB", "rel err", "max err", "clipped", table.scaleHeader);
   std::string rule = std::string(table.nameWidth, '-') + "  -----  " +
                      std::string(table.shapeWidth, '-') +
                      "  --------  ---------  ---------  --------  " +
                      std::string(table.scaleHeader.size(), '-');
-  std::printf("%s\n", rule.c_str());
+  fmt::print("{}\n", rule);
 }
 
 void printTableRow(const Table &table, const TensorPlan &plan,
@@ -993,17 +980,15 @@ void printTableRow(const Table &table, const TensorPlan &plan,
   } else {
     double db = result.sqnrDb();
     sqnr =
-        std::isinf(db) ? (db > 0 ? "inf" : "-inf") : formatNumber("%.2f", db);
-    relative = formatNumber("%.3e", result.relativeError());
-    maxError = formatNumber("%.3e", result.maxAbsError);
-    clipped = formatNumber("%.3f%%", 100.0 * result.clippedFraction());
+        std::isinf(db) ? (db > 0 ? "inf" : "-inf") : fmt::format("{:.2f}", db);
+    relative = fmt::format("{:.3e}", result.relativeError());
+    maxError = fmt::format("{:.3e}", result.maxAbsError);
+    clipped = fmt::format("{:.3f}%", 100.0 * result.clippedFraction());
   }
-  std::printf("%-*s  %-5s  %-*s  %8s  %9s  %9s  %8s  %s\n",
-              static_cast<int>(table.nameWidth), info.name.c_str(),
-              std::string(io::dtypeName(info.dtype)).c_str(),
-              static_cast<int>(table.shapeWidth),
-              compactShape(info.shape).c_str(), sqnr.c_str(), relative.c_str(),
-              maxError.c_str(), clipped.c_str(), scaleColumn(result).c_str());
+  fmt::print("{:<{}}  {:<5}  {:<{}}  {:>8}  {:>9}  {:>9}  {:>8}  {}\n",
+             info.name, table.nameWidth, std::string(io::dtypeName(info.dtype)),
+             compactShape(info.shape), table.shapeWidth, sqnr, relative,
+             maxError, clipped, scaleColumn(result));
 }
 
 io::JsonValue integerArray(const std::vector<int64_t> &values) {
@@ -1062,7 +1047,7 @@ void printJsonRow(const TensorPlan &plan, const TensorResult &result,
       scales.set("tensor_scale", JsonValue::number(s.tensorScale));
     row.set("scales", std::move(scales));
   }
-  std::printf("%s\n", io::writeJson(row).c_str());
+  fmt::print("{}\n", io::writeJson(row));
 }
 
 std::string describeSettings(const QuantizeOptions &options) {
@@ -1074,8 +1059,7 @@ std::string describeSettings(const QuantizeOptions &options) {
     std::string element(formatName(format.element));
     for (char &c : element)
       c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    text += " (" + element + ", block " +
-            std::to_string(format.scaling.blockSize) + ", ";
+    text += fmt::format(" ({}, block {}, ", element, format.scaling.blockSize);
     if (format.scaling.scaleFormat == ScaleFormat::E8M0)
       text += "E8M0 scales, rule " +
               std::string(scaleRuleName(format.scaling.rule)) + ")";
@@ -1086,10 +1070,10 @@ std::string describeSettings(const QuantizeOptions &options) {
   text += ", round " + std::string(roundingName(options.rounding));
   text += ", rotate " + options.rotationText;
   if (options.rotation.kind == RotationKind::RandomHadamard)
-    text += " (seed " + std::to_string(options.rotation.seed) + ")";
-  text += ", axis " + std::to_string(options.axis);
+    text += fmt::format(" (seed {})", options.rotation.seed);
+  text += fmt::format(", axis {}", options.axis);
   if (options.rounding == Rounding::Stochastic)
-    text += ", seed " + std::to_string(options.seed);
+    text += fmt::format(", seed {}", options.seed);
   return text;
 }
 
@@ -1098,7 +1082,7 @@ std::string describeSettings(const QuantizeOptions &options) {
 //===----------------------------------------------------------------------===//
 
 int fail(const std::string &message) {
-  std::fprintf(stderr, "%serror: %s\n", kPrefix, message.c_str());
+  fmt::print(stderr, "{}error: {}\n", kPrefix, message);
   return 1;
 }
 
@@ -1115,11 +1099,11 @@ int runQuantize(const QuantizeOptions &options) {
     return fail(planned.error().withContext(options.input).message());
   const std::vector<TensorPlan> &plans = *planned;
   if (leftOut > 0)
-    std::fprintf(stderr,
-                 "tetra quantize: note: %s is a Tetra checkpoint: its %zu "
-                 "optimizer tensors (AdamW's moments) are left out; "
-                 "--tensors 'optimizer.**' quantizes them\n",
-                 options.input.c_str(), leftOut);
+    fmt::print(stderr,
+               "tetra quantize: note: {} is a Tetra checkpoint: its {} "
+               "optimizer tensors (AdamW's moments) are left out; --tensors "
+               "'optimizer.**' quantizes them\n",
+               options.input, leftOut);
 
   Table table;
   table.scaleHeader =
@@ -1133,8 +1117,7 @@ int runQuantize(const QuantizeOptions &options) {
         std::max(table.shapeWidth, compactShape(plan.info->shape).size());
   }
   if (!options.json) {
-    std::printf("%s: %s\n", options.input.c_str(),
-                describeSettings(options).c_str());
+    fmt::print("{}: {}\n", options.input, describeSettings(options));
     printTableHeader(table);
   }
 
@@ -1210,16 +1193,14 @@ int runQuantize(const QuantizeOptions &options) {
   if (options.output.empty())
     return 0;
   if (overflowed)
-    std::fprintf(stderr,
-                 "%swarning: %lld dequantized values overflow the input's "
-                 "16-bit dtype and are stored as infinities in %s\n",
-                 kPrefix, static_cast<long long>(overflowed),
-                 options.output.c_str());
+    fmt::print(stderr,
+               "{}warning: {} dequantized values overflow the input's 16-bit "
+               "dtype and are stored as infinities in {}\n",
+               kPrefix, overflowed, options.output);
   if (Status written = writer.write(options.output); !written)
     return fail(written.error().message());
   if (!options.json)
-    std::printf("wrote %s: %zu tensors\n", options.output.c_str(),
-                writer.numTensors());
+    fmt::print("wrote {}: {} tensors\n", options.output, writer.numTensors());
   return 0;
 }
 

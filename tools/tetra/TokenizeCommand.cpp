@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fmt/format.h>
 #include <string>
 #include <thread>
 
@@ -29,7 +30,7 @@ namespace {
 constexpr const char *kPrefix = "tetra tokenize: ";
 
 int fail(const std::string &message) {
-  std::fprintf(stderr, "%serror: %s\n", kPrefix, message.c_str());
+  fmt::print(stderr, "{}error: {}\n", kPrefix, message);
   return 1;
 }
 
@@ -183,12 +184,10 @@ int tokenizeMain(const std::vector<std::string_view> &args) {
   if (io::Status status = io::writeFileAtomically(output, contents); !status)
     return fail(status.error().message());
   if (!quiet)
-    std::printf("wrote %s: %llu tokens from %zu files (%llu bytes, %s), "
-                "%.1f MB/s with %u threads\n",
-                output.c_str(), static_cast<unsigned long long>(count),
-                inputs.size(), static_cast<unsigned long long>(bytes),
-                std::string(t.name()).c_str(),
-                seconds > 0 ? bytes / seconds / 1e6 : 0.0, threads);
+    fmt::print("wrote {}: {} tokens from {} files ({} bytes, {}), {:.1f} MB/s "
+               "with {} threads\n",
+               output, count, inputs.size(), bytes, std::string(t.name()),
+               seconds > 0 ? bytes / seconds / 1e6 : 0.0, threads);
   return 0;
 }
 

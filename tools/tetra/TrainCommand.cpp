@@ -37,6 +37,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,13 +46,13 @@ using namespace tetra;
 namespace {
 
 int fail(const std::string &message) {
-  std::fprintf(stderr, "tetra train: error: %s\n", message.c_str());
+  fmt::print(stderr, "tetra train: error: {}\n", message);
   return 1;
 }
 
 int usageError(const std::string &message) {
-  std::fprintf(stderr, "tetra train: error: %s (see 'tetra train --help')\n",
-               message.c_str());
+  fmt::print(stderr, "tetra train: error: {} (see 'tetra train --help')\n",
+             message);
   return 2;
 }
 
@@ -153,9 +154,7 @@ io::Expected<std::string> hashFiles(const std::vector<std::string> &files) {
       hash = (hash ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
     std::fclose(in);
   }
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
-  return std::string(text);
+  return fmt::format("{:016x}", hash);
 }
 
 /// OUT/run.json: what was trained and how — written once, when a run starts
@@ -302,8 +301,7 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   int64_t tokensPerStep = tokensPerMicroBatch * run->accumulation;
   if (!frontend::checkReductionSizes(
           diags, *model, *policy, tokensPerMicroBatch,
-          "seq_len * micro_batch = " + std::to_string(tokensPerMicroBatch) +
-              " tokens",
+          fmt::format("seq_len * micro_batch = {} tokens", tokensPerMicroBatch),
           "run '" + run->name + "': "))
     return 1;
   if (steps == 0)
@@ -455,36 +453,28 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   if (!ready)
     return fail(ready.error().message());
   if (!resumeFrom.empty() && (*trainer)->resumedPolicy() != config.policy)
-    std::fprintf(stderr,
-                 "tetra train: note: the checkpoint in '%s' was trained under "
-                 "policy '%s'; it continues under policy '%s'\n",
-                 resumeFrom.c_str(), (*trainer)->resumedPolicy().c_str(),
-                 config.policy.c_str());
+    fmt::print(stderr,
+               "tetra train: note: the checkpoint in '{}' was trained under "
+               "policy '{}'; it continues under policy '{}'\n",
+               resumeFrom, (*trainer)->resumedPolicy(), config.policy);
   int64_t stopStep = until > 0 ? std::min(until, steps) : steps;
   if (!resumeFrom.empty() && (*trainer)->step() >= stopStep) {
     long long at = static_cast<long long>((*trainer)->step());
     if (at >= steps)
-      std::printf("run %s: already complete: trained to step %lld of %lld "
-                  "(checkpoints %s)\n",
-                  config.run.c_str(), at, static_cast<long long>(steps),
-                  resumeFrom.c_str());
+      fmt::print("run {}: already complete: trained to step {} of {} "
+                 "(checkpoints {})\n",
+                 config.run, at, steps, resumeFrom);
     else
-      std::printf("run %s: already at step %lld, past --until %lld; nothing "
-                  "to train\n",
-                  config.run.c_str(), at, static_cast<long long>(until));
+      fmt::print(
+          "run {}: already at step {}, past --until {}; nothing to train\n",
+          config.run, at, until);
     return 0;
   }
-  std::printf(
-      "run %s: model %s (%lld parameters), policy %s, %lld steps of "
-      "%lld tokens on %s (%lld micro-batch%s of %lld x %lld per "
-      "step)\n",
-      run->name.c_str(), model->name.c_str(),
-      static_cast<long long>(model->parameterCount()), policy->name.c_str(),
-      static_cast<long long>(steps), static_cast<long long>(tokensPerStep),
-      device.description().c_str(), static_cast<long long>(run->accumulation),
-      run->accumulation == 1 ? "" : "es",
-      static_cast<long long>(run->microBatch),
-      static_cast<long long>(run->seqLen));
+  fmt::print("run {}: model {} ({} parameters), policy {}, {} steps of {} "
+             "tokens on {} ({} micro-batch{} of {} x {} per step)\n",
+             run->name, model->name, model->parameterCount(), policy->name,
+             steps, tokensPerStep, device.description(), run->accumulation,
+             run->accumulation == 1 ? "" : "es", run->microBatch, run->seqLen);
   installStopHandlers();
   io::Expected<trainer::TrainingSummary> summary = (*trainer)->train();
   if (!summary)
@@ -497,31 +487,27 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
     if (!targetOverride.empty())
       again += " --target " + targetOverride;
     if (steps != run->steps)
-      again += " --steps " + std::to_string(steps);
+      again += fmt::format(" --steps {}", steps);
     if (until > 0)
-      again += " --until " + std::to_string(until);
+      again += fmt::format(" --until {}", until);
     if (checkpointEvery > 0)
-      again += " --checkpoint-every " + std::to_string(checkpointEvery);
+      again += fmt::format(" --checkpoint-every {}", checkpointEvery);
     again += " --out " + outDir + " --resume " + outDir;
-    std::printf("run %s: stopped by %s after step %lld of %lld; checkpoint "
-                "%s\n  resume with: %s\n",
-                config.run.c_str(), signal == SIGTERM ? "SIGTERM" : "SIGINT",
-                static_cast<long long>(summary->lastStep),
-                static_cast<long long>(steps), summary->checkpoint.c_str(),
-                again.c_str());
+    fmt::print("run {}: stopped by {} after step {} of {}; checkpoint {}\n  "
+               "resume with: {}\n",
+               config.run, signal == SIGTERM ? "SIGTERM" : "SIGINT",
+               summary->lastStep, steps, summary->checkpoint, again);
     return 128 + signal;
   }
   std::string evalText;
   if (summary->evalLoss)
-    evalText = ", eval loss " + std::to_string(*summary->evalLoss);
-  std::printf("run %s: steps %lld-%lld, loss %.4f -> %.4f%s, %.1f s, %.0f "
-              "tokens/s%s; metrics %s, checkpoints %s\n",
-              config.run.c_str(), static_cast<long long>(summary->firstStep),
-              static_cast<long long>(summary->lastStep), summary->firstLoss,
-              summary->lastLoss, evalText.c_str(), summary->seconds,
-              summary->tokensPerSecond, summary->steadyRateText().c_str(),
-              config.metricsPath.c_str(),
-              config.checkpointDir.c_str());
+    evalText = fmt::format(", eval loss {}", *summary->evalLoss);
+  fmt::print("run {}: steps {}-{}, loss {:.4f} -> {:.4f}{}, {:.1f} s, {:.0f} "
+             "tokens/s{}; metrics {}, checkpoints {}\n",
+             config.run, summary->firstStep, summary->lastStep,
+             summary->firstLoss, summary->lastLoss, evalText, summary->seconds,
+             summary->tokensPerSecond, summary->steadyRateText(),
+             config.metricsPath, config.checkpointDir);
   return 0;
 }
 

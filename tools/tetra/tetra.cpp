@@ -8,6 +8,7 @@
 #include "tools/tetra/Commands.h"
 
 #include <cstdio>
+#include <fmt/format.h>
 #include <string>
 
 using namespace tetra::driver;
@@ -57,9 +58,7 @@ void printUsage() {
               "\n"
               "COMMANDS:\n");
   for (const Command &command : kCommands)
-    std::printf("  %-16s %.*s\n", std::string(command.name).c_str(),
-                static_cast<int>(command.summary.size()),
-                command.summary.data());
+    fmt::print("  {:<16} {}\n", command.name, command.summary);
   std::printf("\nRun 'tetra <command> --help' for a command's options.\n");
 }
 
@@ -80,10 +79,10 @@ int main(int argc, char **argv) {
   // killed with -9 keeps all it printed), as it does a terminal.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc < 2) {
-    std::fprintf(stderr,
-                 "tetra: error: no command given (commands: %s; see "
-                 "'tetra --help')\n",
-                 commandList().c_str());
+    fmt::print(
+        stderr,
+        "tetra: error: no command given (commands: {}; see 'tetra --help')\n",
+        commandList());
     return 1;
   }
   std::string_view first = argv[1];
@@ -93,31 +92,30 @@ int main(int argc, char **argv) {
         command->printHelp();
         return 0;
       }
-      std::fprintf(stderr,
-                   "tetra: error: unknown command '%s' (commands: %s)\n",
-                   argv[2], commandList().c_str());
+      fmt::print(stderr, "tetra: error: unknown command '{}' (commands: {})\n",
+                 argv[2], commandList());
       return 1;
     }
     printUsage();
     return 0;
   }
   if (first == "--version") {
-    std::printf("tetra version %s\n", kTetraVersion);
+    fmt::print("tetra version {}\n", kTetraVersion);
     return 0;
   }
   if (!first.empty() && first[0] == '-') {
-    std::fprintf(stderr,
-                 "tetra: error: unknown option '%s' before the command (see "
-                 "'tetra --help')\n",
-                 argv[1]);
+    fmt::print(stderr,
+               "tetra: error: unknown option '{}' before the command (see "
+               "'tetra --help')\n",
+               argv[1]);
     return 1;
   }
   const Command *command = findCommand(first);
   if (!command) {
-    std::fprintf(stderr,
-                 "tetra: error: unknown command '%s' (commands: %s; see "
-                 "'tetra --help')\n",
-                 argv[1], commandList().c_str());
+    fmt::print(stderr,
+               "tetra: error: unknown command '{}' (commands: {}; see 'tetra "
+               "--help')\n",
+               argv[1], commandList());
     return 1;
   }
   std::vector<std::string_view> args(argv + 2, argv + argc);
