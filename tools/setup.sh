@@ -14,6 +14,7 @@ packages=(
   liblld-22-dev  # lld as a library: gfx950 HSACO linked in process (driver/AmdgpuCompiler)
   libcairo2-dev fonts-dejavu-core  # runtime/plot: tetra plot's PNG/SVG/PDF, text in DejaVu Sans
   libfmt-dev  # formatting of messages, tables and numbers (used header-only)
+  libgloo-dev  # runtime/distributed: the CPU ranks' collectives (tetra train --ranks N)
 )
 
 missing=()

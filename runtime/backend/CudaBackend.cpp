@@ -40,6 +40,7 @@ struct CudaDriver {
   int (*cuStreamCreate)(Handle *, unsigned) = nullptr;
   int (*cuStreamDestroy)(Handle) = nullptr;
   int (*cuStreamSynchronize)(Handle) = nullptr;
+  int (*cuStreamQuery)(Handle) = nullptr;
   int (*cuModuleLoadDataEx)(Handle *, const void *, unsigned, int *,
                             void **) = nullptr;
   int (*cuModuleUnload)(Handle) = nullptr;
@@ -118,6 +119,7 @@ struct CudaDriver {
     resolve(cuStreamCreate, "cuStreamCreate");
     resolve(cuStreamDestroy, "cuStreamDestroy_v2");
     resolve(cuStreamSynchronize, "cuStreamSynchronize");
+    resolve(cuStreamQuery, "cuStreamQuery");
     resolve(cuModuleLoadDataEx, "cuModuleLoadDataEx");
     resolve(cuModuleUnload, "cuModuleUnload");
     resolve(cuModuleGetFunction, "cuModuleGetFunction");
@@ -317,6 +319,16 @@ io::Status CudaBackend::destroyStream(Stream stream) {
   if (int r = driver_->cuStreamDestroy(streamHandle(stream)))
     return driverError("cuStreamDestroy", r);
   return io::success();
+}
+
+io::Expected<bool> CudaBackend::idle(Stream stream) {
+  constexpr int kNotReady = 600; // CUDA_ERROR_NOT_READY
+  int r = driver_->cuStreamQuery(streamHandle(stream));
+  if (r == kNotReady)
+    return false;
+  if (r != 0)
+    return driverError("cuStreamQuery", r);
+  return true;
 }
 
 io::Status CudaBackend::synchronize(Stream stream) {

@@ -44,6 +44,9 @@ public:
   std::string description() const override;
   /// The compute capability, e.g. 90.
   int computeCapability() const { return computeCapability_; }
+  /// Whether the work queued on `stream` has finished (cuStreamQuery),
+  /// without waiting: how NCCL's collectives are awaited with a timeout.
+  io::Expected<bool> idle(Stream stream = {});
 
   io::Expected<Buffer> allocate(size_t bytes) override;
   io::Status free(Buffer buffer) override;

@@ -72,6 +72,11 @@ Trainer::create(backend::Backend &backend, const schedule::Schedule &step,
                      "' has no optimizer phases: not a training step");
   if (trainer->config_.microBatches < 1)
     return io::Error("micro-batches per step must be at least 1");
+  if (trainer->config_.communicator && !schedule.accumulatesGradients())
+    return io::Error(fmt::format(
+        "training on {} ranks sums gradients across them: compile the step "
+        "with accumulateGradients",
+        trainer->ranks()));
   if (trainer->config_.microBatches > 1 && !schedule.accumulatesGradients())
     return io::Error(fmt::format(
         "the compiled step does not accumulate gradients, but the run asks for "
@@ -221,8 +226,9 @@ Trainer::stepScalars(int64_t step) const {
   return {{"step", backend::Scalar::integer(step)},
           {"lr", backend::Scalar::real(config_.lr.at(step))},
           {"seed", backend::Scalar::integer(static_cast<int64_t>(config_.seed))},
-          {"grad_scale", backend::Scalar::real(
-                             1.0 / static_cast<double>(config_.microBatches))},
+          {"grad_scale",
+           backend::Scalar::real(1.0 / static_cast<double>(
+                                           config_.microBatches * ranks()))},
           {"micro_batch", backend::Scalar::integer(0)}};
 }
 
@@ -248,9 +254,61 @@ std::string TrainingSummary::steadyRateText() const {
                      firstStep + 1);
 }
 
+io::Expected<bool> Trainer::readOwnBatch(data::Batch &batch,
+                                         data::DataPosition *stepStart) {
+  const int64_t perStep = config_.microBatches * ranks();
+  const int64_t first = config_.microBatches * rank();
+  while (true) {
+    const int64_t at = consumed_ % perStep;
+    if (at == 0 && stepStart)
+      *stepStart = train_.position();
+    io::Expected<bool> got = train_.nextBatch(batch);
+    if (!got || !*got)
+      return got;
+    ++consumed_;
+    if (at >= first && at < first + config_.microBatches)
+      return true;
+  }
+}
+
+io::Status Trainer::skipToStepBoundary() {
+  const int64_t perStep = config_.microBatches * ranks();
+  data::Batch skipped;
+  while (consumed_ % perStep != 0) {
+    io::Expected<bool> got = train_.nextBatch(skipped);
+    if (!got)
+      return got.error();
+    if (!*got)
+      break; // the data ends with this step
+    ++consumed_;
+  }
+  return io::success();
+}
+
+io::Status Trainer::reduceGradients() {
+  if (!config_.communicator)
+    return io::success();
+  if (io::Status done = backend_.synchronize(); !done)
+    return done;
+  for (const schedule::BufferDesc &buffer : executor_->schedule().buffers) {
+    if (buffer.role != schedule::BufferRole::Gradient)
+      continue;
+    io::Expected<backend::Buffer> bound = executor_->buffer(buffer.name);
+    if (!bound)
+      return bound.error();
+    if (io::Status summed = config_.communicator->allReduceSum(
+            reinterpret_cast<float *>(bound->address()),
+            static_cast<size_t>(buffer.numElements()), config_.reduction);
+        !summed)
+      return io::Error(fmt::format("gradient '{}': {}", buffer.name,
+                                   summed.error().message()));
+  }
+  return io::success();
+}
+
 io::Expected<bool> Trainer::nextTrainingBatch(data::Batch &batch) {
   if (!readAhead_)
-    return train_.nextBatch(batch);
+    return readOwnBatch(batch, nullptr);
   io::Expected<bool> got = std::move(readAhead_->got);
   batch = std::move(readAhead_->batch);
   readAhead_.reset();
@@ -262,7 +320,7 @@ void Trainer::readAhead() {
     return;
   readAhead_.emplace();
   readAhead_->before = train_.position();
-  readAhead_->got = train_.nextBatch(readAhead_->batch);
+  readAhead_->got = readOwnBatch(readAhead_->batch, &readAhead_->before);
 }
 
 io::Expected<Trainer::StepOutcome> Trainer::runStep(int64_t step, double lr,
@@ -317,6 +375,15 @@ io::Expected<Trainer::StepOutcome> Trainer::runStep(int64_t step, double lr,
     outcome.loss += (*loss)[0];
   }
   outcome.loss /= static_cast<double>(micro);
+  if (config_.communicator) {
+    if (io::Status reduced = reduceGradients(); !reduced)
+      return io::Error(where + reduced.error().message());
+    double loss = outcome.loss;
+    if (io::Status summed = config_.communicator->allReduceHost(&loss, 1);
+        !summed)
+      return io::Error(where + "loss: " + summed.error().message());
+    outcome.loss = loss / ranks();
+  }
   if (io::Status ran =
           executor_->run(schedule.gradientsEnd(), schedule.updateBegin());
       !ran)
@@ -346,6 +413,9 @@ io::Expected<std::string> Trainer::saveCheckpoint(double elapsedSeconds) {
   state.policy = config_.policy;
   state.step = step_;
   state.seed = config_.seed;
+  if (!readAhead_)
+    if (io::Status skipped = skipToStepBoundary(); !skipped)
+      return skipped.error();
   state.dataPosition =
       (readAhead_ ? readAhead_->before : train_.position()).serialize();
   std::vector<checkpoint::Tensor> *lists[] = {
@@ -428,6 +498,7 @@ io::Status Trainer::resume(const std::string &directory) {
   if (io::Status restored = train_.restore(*position); !restored)
     return restored;
   readAhead_.reset();
+  consumed_ = 0; // checkpoints are taken at step boundaries
   step_ = state->step;
   continuing_ = true;
   resumedPolicy_ = state->policy;
@@ -451,7 +522,7 @@ io::Expected<TrainingSummary> Trainer::train() {
   summary.firstStep = step_ + 1;
   auto start = std::chrono::steady_clock::now();
   int64_t tokensPerStep = train_.options().batchSize * train_.options().seqLen *
-                          config_.microBatches;
+                          config_.microBatches * ranks();
   int64_t last = config_.stopAfter > 0
                      ? std::min(config_.stopAfter, config_.steps)
                      : config_.steps;
@@ -498,6 +569,15 @@ io::Expected<TrainingSummary> Trainer::train() {
     // and checkpointed like the last one.
     bool stopping =
         step < last && config_.stopRequested && config_.stopRequested();
+    if (config_.communicator && step < last) { // every rank stops alike
+      double requested = stopping ? 1 : 0;
+      if (io::Status summed =
+              config_.communicator->allReduceHost(&requested, 1);
+          !summed)
+        return io::Error(fmt::format("after step {}: {}", step,
+                                     summed.error().message()));
+      stopping = requested > 0;
+    }
     if (metrics &&
         (step % std::max<int64_t>(1, config_.logInterval) == 0 ||
          step == last || stopping || record.evalLoss ||

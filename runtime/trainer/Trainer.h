@@ -20,6 +20,7 @@
 
 #include "runtime/backend/Backend.h"
 #include "runtime/data/Packer.h"
+#include "runtime/distributed/Communicator.h"
 #include "runtime/schedule/Executor.h"
 #include "runtime/trainer/LearningRate.h"
 #include "runtime/trainer/Metrics.h"
@@ -73,6 +74,17 @@ struct TrainerConfig {
   std::function<bool()> stopRequested;
   int64_t evalInterval = 0; ///< 0: no evaluation.
   int64_t evalBatches = 1;
+  /// Data parallelism (null: one process, no collectives; a communicator of
+  /// one rank runs them all, trivially). This process is rank r of N: a
+  /// step's N x microBatches micro-batches are read by every rank, rank r
+  /// running the r-th run of microBatches of them (the others' are read
+  /// and skipped, so that every rank's data position is the run's); the
+  /// gradients, scaled by 1 / (N x microBatches), are summed across the
+  /// ranks by `reduction` before the norm, and every rank applies the same
+  /// update. The loss reported is the mean over all N x microBatches. Only
+  /// the caller decides which rank writes metrics and checkpoints.
+  distributed::Communicator *communicator = nullptr;
+  distributed::Reduction reduction = distributed::Reduction::FixedOrder;
 };
 
 struct TrainingSummary {
@@ -197,6 +209,22 @@ private:
                                     bool another);
   /// The next training batch: the one read ahead, if any, else read now.
   io::Expected<bool> nextTrainingBatch(data::Batch &batch);
+  /// Reads this rank's next micro-batch from the data, skipping the other
+  /// ranks' (config.communicator); `stepStart`, where given, gets the data
+  /// position at a step's first micro-batch when one is passed.
+  io::Expected<bool> readOwnBatch(data::Batch &batch,
+                                  data::DataPosition *stepStart);
+  /// Reads and skips the rest of the current step's micro-batches (other
+  /// ranks'), so that the data position is the next step's start.
+  io::Status skipToStepBoundary();
+  int ranks() const {
+    return config_.communicator ? config_.communicator->size() : 1;
+  }
+  int rank() const {
+    return config_.communicator ? config_.communicator->rank() : 0;
+  }
+  /// Sums every gradient buffer across the ranks (config.communicator).
+  io::Status reduceGradients();
   /// Reads the next training batch into readAhead_ (its errors and the
   /// end of the data surface when nextTrainingBatch takes it).
   void readAhead();
@@ -226,6 +254,9 @@ private:
     data::DataPosition before;
   };
   std::optional<ReadAhead> readAhead_;
+  /// Micro-batches read from the data since the last step boundary (every
+  /// rank's: ranks() x microBatches a step).
+  int64_t consumed_ = 0;
   std::optional<data::Packer> eval_;
   std::unique_ptr<schedule::StepExecutor> executor_;
   std::vector<std::pair<std::string, backend::Buffer>> buffers_;

@@ -10,7 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backend/CudaBackend.h"
 #include "runtime/bundle/StepBundle.h"
+#include "runtime/distributed/Launcher.h"
+#include "runtime/distributed/NcclCommunicator.h"
 #include "runtime/io/AtomicFile.h"
 #include "runtime/trainer/RunPlan.h"
 #include "runtime/trainer/Trainer.h"
@@ -33,9 +36,11 @@ using namespace tetra;
 namespace {
 
 std::atomic<int> stopSignal{0};
+/// "rank R: " in a multi-rank run's messages, else "".
+std::string rankPrefix;
 
 int fail(const std::string &message) {
-  fmt::print(stderr, "tetra-run: error: {}\n", message);
+  fmt::print(stderr, "tetra-run: {}error: {}\n", rankPrefix, message);
   return 1;
 }
 
@@ -50,7 +55,7 @@ void printHelp() {
       "USAGE: tetra-run BUNDLE [--data GLOB]... [--eval-data GLOB]...\n"
       "                 [--tokenizer SPEC] [--steps N] [--until N]\n"
       "                 [--checkpoint-every N] [--out DIR] [--resume DIR]\n"
-      "                 [--label NAME] [--device N] [--quiet]\n"
+      "                 [--label NAME] [--device N] [--quiet] [--gpus N]\n"
       "                 [--check-kernels] [--profile]\n"
       "\n"
       "Trains the step a GPU bundle holds ('tetra compile RUN --target=T -o\n"
@@ -72,6 +77,13 @@ void printHelp() {
       "  --label NAME      the run's name in metrics and plots (default RUN)\n"
       "  --resume DIR      continue from the latest checkpoint in DIR\n"
       "  --device N        the GPU's ordinal (default 0)\n"
+      "  --gpus N          train on N GPUs of this machine, data parallel\n"
+      "                    through NCCL: one process a GPU (rank r on GPU r),\n"
+      "                    each running its share of a step's N x\n"
+      "                    accumulation micro-batches (the bundle must be\n"
+      "                    compiled to accumulate gradients); RANK,\n"
+      "                    WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT\n"
+      "                    (torchrun's, SLURM's) join a process to a run\n"
       "  --quiet           no progress line\n"
       "  --check-kernels   run one step with every library kernel also run\n"
       "                    by the CPU from the same inputs; print each one's\n"
@@ -191,7 +203,7 @@ int runProfile(trainer::Trainer &trainer, const bundle::StepBundle &bundle) {
 int main(int argc, char **argv) {
   std::string bundlePath, outDir, resumeDir, tokenizerText, label;
   std::vector<std::string> data, evalData;
-  int64_t steps = 0, until = 0, checkpointEvery = 0;
+  int64_t steps = 0, until = 0, checkpointEvery = 0, gpus = 0;
   int device = 0;
   bool quiet = false, checkKernels = false, profile = false;
   for (int i = 1; i < argc; ++i) {
@@ -214,7 +226,7 @@ int main(int argc, char **argv) {
       if (!value(tokenizerText))
         return usageError("--tokenizer takes bytes, gpt2:DIR or llama3:FILE");
     } else if (arg == "--steps" || arg == "--device" || arg == "--until" ||
-               arg == "--checkpoint-every") {
+               arg == "--checkpoint-every" || arg == "--gpus") {
       if (!value(text) || text.empty() || text.size() > 12 ||
           text.find_first_not_of("0123456789") != std::string::npos)
         return usageError(arg + " takes a non-negative integer");
@@ -225,6 +237,8 @@ int main(int argc, char **argv) {
         until = number;
       else if (arg == "--checkpoint-every")
         checkpointEvery = number;
+      else if (arg == "--gpus")
+        gpus = number;
       else
         device = static_cast<int>(number);
     } else if (arg == "--label") {
@@ -253,6 +267,27 @@ int main(int argc, char **argv) {
   }
   if (bundlePath.empty())
     return usageError("no bundle");
+  if (gpus > 64)
+    return usageError("--gpus takes a number of GPUs from 1 to 64");
+
+  // Several GPUs: started here (--gpus N), or this process is one of them.
+  io::Expected<distributed::RankInfo> rankInfo =
+      distributed::RankInfo::fromEnvironment();
+  if (!rankInfo)
+    return fail(rankInfo.error().message());
+  if (gpus > 1 && !rankInfo->launched) {
+    std::vector<std::string> arguments(argv, argv + argc);
+    return distributed::launchRanks(static_cast<int>(gpus), arguments,
+                                    "tetra-run", std::chrono::seconds(30));
+  }
+  const bool lead = rankInfo->rank == 0;
+  if (rankInfo->launched) {
+    device = rankInfo->localRank;
+    if (rankInfo->worldSize > 1)
+      rankPrefix = fmt::format("rank {}: ", rankInfo->rank);
+    if (!lead && !std::freopen("/dev/null", "w", stdout))
+      return fail("cannot silence this rank's output");
+  }
 
   io::Expected<bundle::StepBundle> bundle = bundle::StepBundle::open(bundlePath);
   if (!bundle)
@@ -299,9 +334,34 @@ int main(int argc, char **argv) {
   if (!packer)
     return fail(packer.error().message());
 
+  // The ranks meet: rank 0 serves the rendezvous store, NCCL (RCCL) joins
+  // every GPU through it.
+  distributed::RankConnection ranksMet;
+  if (rankInfo->launched) {
+    auto *cuda = dynamic_cast<backend::CudaBackend *>(gpu->get());
+    if (!cuda)
+      return fail("bundle '" + bundlePath + "' (" + bundle->target +
+                  "): several ranks need NCCL's GPUs so far (RCCL on gfx950 "
+                  "is loaded but not yet wired to the HIP backend)");
+    const std::chrono::seconds timeout(300);
+    io::Expected<distributed::RankConnection> connected =
+        distributed::connectRanks(
+            *rankInfo, timeout, [&](distributed::TcpStore &store) {
+              return distributed::createNcclCommunicator(
+                  distributed::GpuCollectives::Nccl, *rankInfo, store,
+                  [cuda] { return cuda->idle(); }, timeout);
+            });
+    if (!connected)
+      return fail(connected.error().message());
+    ranksMet = std::move(*connected);
+  }
+  distributed::Communicator *communicator = ranksMet.communicator.get();
+
   if (outDir.empty())
     outDir = "out/" + plan.run + "-" + bundle->target;
   trainer::TrainerConfig config = plan.trainerConfig();
+  config.communicator = communicator;
+  config.reduction = distributed::Reduction::Sum;
   config.metricsPath = outDir + "/metrics.jsonl";
   config.checkpointDir = outDir + "/checkpoints";
   config.quiet = quiet;
@@ -311,16 +371,17 @@ int main(int argc, char **argv) {
   if (checkpointEvery > 0)
     config.checkpointInterval = checkpointEvery;
   config.stopRequested = [] { return stopSignal.load() != 0; };
-  if (checkKernels || profile) {
+  if (checkKernels || profile || !lead) {
     config.metricsPath.clear();
     config.checkpointDir.clear();
+    config.quiet = config.quiet || !lead;
   }
-  if (!checkKernels && !profile && resumeDir.empty() &&
+  if (lead && !checkKernels && !profile && resumeDir.empty() &&
       exists(config.metricsPath))
     return fail("'" + config.metricsPath +
                 "' exists: another run's results are never overwritten "
                 "(choose --out, or --resume " + outDir + ")");
-  if (!checkKernels && !profile)
+  if (lead && !checkKernels && !profile)
     if (io::Status created = io::createDirectories(outDir); !created)
       return fail(created.error().message());
 
@@ -329,7 +390,7 @@ int main(int argc, char **argv) {
                                std::move(*packer));
   if (!trainer)
     return fail(trainer.error().message());
-  if (config.evalInterval > 0) {
+  if (config.evalInterval > 0 && lead) {
     io::Expected<data::Packer> eval = trainer::openPacker(
         plan.evalData, *encoder,
         data::PackerOptions::validation(plan.seqLen, plan.microBatch,
@@ -350,8 +411,13 @@ int main(int argc, char **argv) {
   std::signal(SIGTERM, [](int signal) { stopSignal = signal; });
   fmt::print(
       "run {}: policy {}, {} steps of {} x {} tokens on {} (bundle {})\n",
-      plan.run, plan.policy, plan.steps, plan.microBatch * plan.accumulation,
+      plan.run, plan.policy, plan.steps,
+      plan.microBatch * plan.accumulation * rankInfo->worldSize,
       plan.seqLen, (*gpu)->description(), bundlePath);
+  if (communicator)
+    fmt::print("  on {} rank{} ({} processes, a GPU each, through {})\n",
+               communicator->size(), communicator->size() == 1 ? "" : "s",
+               communicator->size(), communicator->engine());
   io::Expected<trainer::TrainingSummary> summary = (*trainer)->train();
   if (!summary)
     return fail(summary.error().message());

@@ -21,7 +21,10 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/Documents.h"
 #include "runtime/data/Packer.h"
+#include "runtime/distributed/GlooCommunicator.h"
+#include "runtime/distributed/Launcher.h"
 #include "tools/tetra/LoadInputs.h"
+
 #include "runtime/io/AtomicFile.h"
 #include "runtime/io/Json.h"
 #include "runtime/kernels/Registry.h"
@@ -38,6 +41,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fmt/format.h>
+#include <memory>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,8 +49,11 @@ using namespace tetra;
 
 namespace {
 
+/// "rank R: " in a multi-rank run's messages, else "".
+std::string rankPrefix;
+
 int fail(const std::string &message) {
-  fmt::print(stderr, "tetra train: error: {}\n", message);
+  fmt::print(stderr, "tetra train: {}error: {}\n", rankPrefix, message);
   return 1;
 }
 
@@ -207,7 +214,8 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   std::string runPath, outDir, resumeDir, policyOverride, targetOverride,
       label;
   std::vector<std::string> settings; // --set KEY=VALUE, in order
-  int64_t steps = 0, until = 0, checkpointEvery = 0;
+  int64_t steps = 0, until = 0, checkpointEvery = 0, ranks = 0;
+  distributed::Reduction reduction = distributed::Reduction::Sum;
   bool quiet = false, force = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg(args[i]);
@@ -228,6 +236,15 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
     } else if (arg == "--until") {
       if (!value(text) || (until = std::atoll(text.c_str())) <= 0)
         return usageError("--until takes a positive step");
+    } else if (arg == "--ranks") {
+      if (!value(text) || (ranks = std::atoll(text.c_str())) < 1 ||
+          ranks > 64)
+        return usageError("--ranks takes a number of processes from 1 to 64");
+    } else if (arg == "--reduction") {
+      std::optional<distributed::Reduction> parsed;
+      if (!value(text) || !(parsed = distributed::parseReduction(text)))
+        return usageError("--reduction takes sum or fixed_order");
+      reduction = *parsed;
     } else if (arg == "--checkpoint-every") {
       if (!value(text) || (checkpointEvery = std::atoll(text.c_str())) <= 0)
         return usageError("--checkpoint-every takes a positive number");
@@ -266,6 +283,28 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   if (runPath.empty())
     return usageError("no run file");
 
+  // Several ranks: started here (--ranks N), or this process is one of
+  // them (the launcher's variables, ours or torchrun's / SLURM's).
+  io::Expected<distributed::RankInfo> rankInfo =
+      distributed::RankInfo::fromEnvironment();
+  if (!rankInfo)
+    return fail(rankInfo.error().message());
+  if (ranks > 1 && !rankInfo->launched) {
+    std::vector<std::string> argv = {"tetra", "train"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return distributed::launchRanks(static_cast<int>(ranks), argv,
+                                    "tetra train", std::chrono::seconds(30));
+  }
+  if (ranks > 1 && ranks != rankInfo->worldSize)
+    return usageError(fmt::format("--ranks {} in a run of WORLD_SIZE={}", ranks,
+                                  rankInfo->worldSize));
+  const bool lead = rankInfo->rank == 0;
+  if (rankInfo->worldSize > 1)
+    rankPrefix = fmt::format("rank {}: ", rankInfo->rank);
+  // Rank 0 reports (the other ranks' errors still reach stderr).
+  if (!lead && !std::freopen("/dev/null", "w", stdout))
+    return fail("cannot silence this rank's output");
+
   llvm::SourceMgr sourceMgr;
   frontend::DiagnosticEngine diags(sourceMgr);
   std::optional<frontend::RunConfig> run =
@@ -274,6 +313,12 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
     return 1;
   if (!targetOverride.empty())
     run->target = *parseTarget(targetOverride);
+  if (rankInfo->launched && run->target != Target::Cpu)
+    return fail(fmt::format(
+        "{} ranks on target '{}': 'tetra train' runs several ranks on the "
+        "CPU (Gloo); GPU ranks train from a step bundle: 'tetra compile' it, "
+        "then 'tetra-run BUNDLE --gpus N' (NCCL)",
+        rankInfo->worldSize, targetName(run->target)));
   // A GPU run needs its GPU here: opened first, so that a machine without
   // one says so before anything is compiled.
   std::unique_ptr<backend::Backend> gpu;
@@ -298,7 +343,8 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   if (!policy)
     return 1;
   int64_t tokensPerMicroBatch = run->seqLen * run->microBatch;
-  int64_t tokensPerStep = tokensPerMicroBatch * run->accumulation;
+  int64_t tokensPerStep =
+      tokensPerMicroBatch * run->accumulation * rankInfo->worldSize;
   if (!frontend::checkReductionSizes(
           diags, *model, *policy, tokensPerMicroBatch,
           fmt::format("seq_len * micro_batch = {} tokens", tokensPerMicroBatch),
@@ -336,18 +382,21 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
       return fail(found.error().message());
     resumeFrom = *found;
   }
-  // A fresh run, or a resumed one writing somewhere new, claims its outputs.
-  if (resumeFrom.empty() || !sameDirectory(resumeFrom, checkpointDir))
+  // A fresh run, or a resumed one writing somewhere new, claims its outputs
+  // (rank 0 alone writes them).
+  if (lead && (resumeFrom.empty() || !sameDirectory(resumeFrom, checkpointDir)))
     if (io::Status claimed =
             claimOutputs(metricsPath, checkpointDir, force, outDir);
         !claimed)
       return fail(claimed.error().message());
-  if (io::Status created = io::createDirectories(outDir); !created)
+  if (io::Status created = lead ? io::createDirectories(outDir) : io::success();
+      !created)
     return fail(created.error().message());
   // The curves' name: the label, else the run's with its variant.
   const std::string runName = label.empty() ? run->name + variant : label;
-  if (struct stat info; resumeFrom.empty() ||
-                        stat((outDir + "/run.json").c_str(), &info) != 0)
+  if (struct stat info;
+      lead && (resumeFrom.empty() ||
+               stat((outDir + "/run.json").c_str(), &info) != 0))
     if (io::Status recorded = writeRunRecord(outDir, runName, *run,
                                              *model, *policy, settings, args);
         !recorded)
@@ -374,6 +423,8 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   context.printOpOnDiagnostic(false);
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   CompileOptions options = compileOptionsFor(*run);
+  // Ranks sum their gradients: the step keeps them in Gradient buffers.
+  options.schedule.accumulateGradients |= rankInfo->launched;
   std::optional<CpuStep> cpu;
   schedule::Schedule step;
   std::vector<backend::Module> modules;
@@ -425,19 +476,53 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
     evalPacker.emplace(std::move(*created));
   }
 
+  // The ranks meet: rank 0 serves the rendezvous store, Gloo connects
+  // every pair through it.
+  distributed::RankConnection ranksMet;
+  if (rankInfo->launched) {
+    const std::chrono::seconds timeout(300);
+    io::Expected<distributed::RankConnection> connected =
+        distributed::connectRanks(
+            *rankInfo, timeout, [&](distributed::TcpStore &store) {
+              return distributed::createGlooCommunicator(*rankInfo, store,
+                                                         timeout);
+            });
+    if (!connected)
+      return fail(connected.error().message());
+    ranksMet = std::move(*connected);
+  }
+  distributed::Communicator *communicator = ranksMet.communicator.get();
+
   trainer::TrainerConfig config = plan.trainerConfig();
+  config.communicator = communicator;
+  config.reduction = reduction;
   // A policy or settings given on the command line name the curve too: one
   // run file, several policies and seeds, told apart in metrics and plots.
   config.run = runName;
-  config.metricsPath = metricsPath;
-  config.checkpointDir = checkpointDir;
+  config.metricsPath = lead ? metricsPath : "";
+  config.checkpointDir = lead ? checkpointDir : "";
   config.checkpointInterval = checkpointEvery > 0 ? checkpointEvery
                               : run->checkpointInterval > 0
                                   ? run->checkpointInterval
                                   : steps;
   config.stopAfter = until;
-  config.quiet = quiet;
+  config.quiet = quiet || !lead;
   config.stopRequested = [] { return stopSignal.load() != 0; };
+  // Fault injection for the tests: TETRA_TEST_KILL_RANK=R:S kills rank R
+  // (SIGKILL, as a crash would) after its step S.
+  if (const char *kill = std::getenv("TETRA_TEST_KILL_RANK")) {
+    int victim = -1;
+    long long at = 0;
+    if (std::sscanf(kill, "%d:%lld", &victim, &at) == 2 &&
+        victim == rankInfo->rank) {
+      auto steps = std::make_shared<long long>(0);
+      config.stopRequested = [steps, at] {
+        if (++*steps == at)
+          std::raise(SIGKILL);
+        return stopSignal.load() != 0;
+      };
+    }
+  }
   config.evalInterval = evalPacker ? run->evalInterval : 0;
   config.evalBatches = run->evalBatches;
 
@@ -446,7 +531,7 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
                                config, std::move(*packer));
   if (!trainer)
     return fail(trainer.error().message());
-  if (evalPacker)
+  if (evalPacker && lead)
     (*trainer)->setEvaluation(std::move(*evalPacker));
   io::Status ready = resumeFrom.empty() ? (*trainer)->initialize()
                                         : (*trainer)->resume(resumeFrom);
@@ -475,6 +560,11 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
              run->name, model->name, model->parameterCount(), policy->name,
              steps, tokensPerStep, device.description(), run->accumulation,
              run->accumulation == 1 ? "" : "es", run->microBatch, run->seqLen);
+  if (communicator)
+    fmt::print("  on {} ranks ({} processes through {}, gradients summed by "
+               "'{}')\n",
+               communicator->size(), communicator->size(),
+               communicator->engine(), distributed::reductionName(reduction));
   installStopHandlers();
   io::Expected<trainer::TrainingSummary> summary = (*trainer)->train();
   if (!summary)
@@ -517,6 +607,7 @@ void tetra::driver::printTrainHelp() {
       "                   [--policy P] [--set KEY=VALUE]... [--label NAME]\n"
       "                   [--out DIR] [--resume DIR]\n"
       "                   [--checkpoint-every N] [--force] [--quiet]\n"
+      "                   [--ranks N [--reduction sum|fixed_order]]\n"
       "\n"
       "Compiles the run's training step (model + policy) for its target and\n"
       "trains: a progress line, DIR/metrics.jsonl (one JSON object per\n"
@@ -560,5 +651,13 @@ void tetra::driver::printTrainHelp() {
       "  --force       replace the metrics and checkpoints a fresh run finds\n"
       "                in its outputs (they are deleted)\n"
       "  --quiet       no progress line\n"
+      "  --ranks N     train as N CPU processes, data parallel through Gloo\n"
+      "                (rank r runs the r-th of each step's N x accumulation\n"
+      "                micro-batches; RANK, WORLD_SIZE, MASTER_ADDR and\n"
+      "                MASTER_PORT, as torchrun and SLURM set them, join a\n"
+      "                process to a run without it)\n"
+      "  --reduction R sum (Gloo's all-reduce, default) or fixed_order (rank\n"
+      "                order: N ranks equal one rank accumulating N, bit for\n"
+      "                bit)\n"
       "  -h, --help    print this help\n");
 }
