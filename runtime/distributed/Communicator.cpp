@@ -2,6 +2,7 @@
 
 #include "runtime/distributed/Communicator.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <fmt/format.h>
@@ -53,9 +54,13 @@ io::Expected<RankInfo> RankInfo::fromEnvironment() {
       integerVariable("LOCAL_RANK", 0, 1 << 20);
   io::Expected<std::optional<int>> port =
       integerVariable("MASTER_PORT", 1, 65535);
-  for (auto *value : {&rank, &world, &local, &port})
+  io::Expected<std::optional<int>> timeout =
+      integerVariable("TETRA_COLLECTIVE_TIMEOUT", 1, 86400);
+  for (auto *value : {&rank, &world, &local, &port, &timeout})
     if (!*value)
       return value->error();
+  if (timeout->has_value())
+    info.timeout = std::chrono::seconds(**timeout);
   if (rank->has_value() != world->has_value())
     return io::Error("set both RANK and WORLD_SIZE (as torchrun and SLURM "
                      "do), or neither");
@@ -73,6 +78,10 @@ io::Expected<RankInfo> RankInfo::fromEnvironment() {
   if (port->has_value())
     info.masterPort = **port;
   return info;
+}
+
+std::chrono::seconds RankInfo::launcherGrace() const {
+  return std::clamp(timeout, std::chrono::seconds(5), std::chrono::seconds(30));
 }
 
 io::Expected<RankConnection>

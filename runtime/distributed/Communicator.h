@@ -53,8 +53,16 @@ struct RankInfo {
   /// Whether the variables were set: this process is a rank of a launched
   /// run (of one rank, maybe), with a communicator.
   bool launched = false;
+  /// How long a collective (and the rendezvous) may wait for the other
+  /// ranks before this rank gives up: TETRA_COLLECTIVE_TIMEOUT seconds,
+  /// default 300.
+  std::chrono::seconds timeout{300};
+  /// How long the launcher lets the other ranks stop by themselves after
+  /// one failed, before it stops them: the timeout, within 5 to 30 s.
+  std::chrono::seconds launcherGrace() const;
   /// From RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (none
-  /// set: a single rank). An error for a malformed or inconsistent value.
+  /// set: a single rank) and TETRA_COLLECTIVE_TIMEOUT. An error for a
+  /// malformed or inconsistent value.
   static io::Expected<RankInfo> fromEnvironment();
 };
 

@@ -278,7 +278,7 @@ int main(int argc, char **argv) {
   if (gpus > 1 && !rankInfo->launched) {
     std::vector<std::string> arguments(argv, argv + argc);
     return distributed::launchRanks(static_cast<int>(gpus), arguments,
-                                    "tetra-run", std::chrono::seconds(30));
+                                    "tetra-run", rankInfo->launcherGrace());
   }
   const bool lead = rankInfo->rank == 0;
   if (rankInfo->launched) {
@@ -343,7 +343,7 @@ int main(int argc, char **argv) {
       return fail("bundle '" + bundlePath + "' (" + bundle->target +
                   "): several ranks need NCCL's GPUs so far (RCCL on gfx950 "
                   "is loaded but not yet wired to the HIP backend)");
-    const std::chrono::seconds timeout(300);
+    const std::chrono::seconds timeout = rankInfo->timeout;
     io::Expected<distributed::RankConnection> connected =
         distributed::connectRanks(
             *rankInfo, timeout, [&](distributed::TcpStore &store) {

@@ -293,7 +293,7 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
     std::vector<std::string> argv = {"tetra", "train"};
     argv.insert(argv.end(), args.begin(), args.end());
     return distributed::launchRanks(static_cast<int>(ranks), argv,
-                                    "tetra train", std::chrono::seconds(30));
+                                    "tetra train", rankInfo->launcherGrace());
   }
   if (ranks > 1 && ranks != rankInfo->worldSize)
     return usageError(fmt::format("--ranks {} in a run of WORLD_SIZE={}", ranks,
@@ -480,7 +480,7 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   // every pair through it.
   distributed::RankConnection ranksMet;
   if (rankInfo->launched) {
-    const std::chrono::seconds timeout(300);
+    const std::chrono::seconds timeout = rankInfo->timeout;
     io::Expected<distributed::RankConnection> connected =
         distributed::connectRanks(
             *rankInfo, timeout, [&](distributed::TcpStore &store) {
@@ -508,17 +508,24 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   config.stopAfter = until;
   config.quiet = quiet || !lead;
   config.stopRequested = [] { return stopSignal.load() != 0; };
-  // Fault injection for the tests: TETRA_TEST_KILL_RANK=R:S kills rank R
-  // (SIGKILL, as a crash would) after its step S.
-  if (const char *kill = std::getenv("TETRA_TEST_KILL_RANK")) {
+  // Fault injection for the tests: TETRA_TEST_RANK_FAULT=kill:R:S kills
+  // rank R (SIGKILL, as a crash would) after its step S; hang:R:S stops it
+  // there for good, as a stuck process would.
+  if (const char *fault = std::getenv("TETRA_TEST_RANK_FAULT")) {
+    char kind[8] = {};
     int victim = -1;
     long long at = 0;
-    if (std::sscanf(kill, "%d:%lld", &victim, &at) == 2 &&
+    if (std::sscanf(fault, "%7[a-z]:%d:%lld", kind, &victim, &at) == 3 &&
         victim == rankInfo->rank) {
+      const bool hang = std::string(kind) == "hang";
       auto steps = std::make_shared<long long>(0);
-      config.stopRequested = [steps, at] {
-        if (++*steps == at)
-          std::raise(SIGKILL);
+      config.stopRequested = [steps, at, hang] {
+        if (++*steps == at) {
+          if (!hang)
+            std::raise(SIGKILL);
+          while (true)
+            ::pause();
+        }
         return stopSignal.load() != 0;
       };
     }

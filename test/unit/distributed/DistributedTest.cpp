@@ -94,7 +94,18 @@ TEST(RankInfoTest, LauncherVariables) {
   ASSERT_FALSE(badPort);
   EXPECT_NE(badPort.error().message().find("MASTER_PORT='70000'"),
             std::string::npos);
-  for (const char *name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
+  ::setenv("MASTER_PORT", "1234", 1);
+  EXPECT_EQ(RankInfo::fromEnvironment()->timeout, std::chrono::seconds(300));
+  EXPECT_EQ(RankInfo::fromEnvironment()->launcherGrace(),
+            std::chrono::seconds(30));
+  ::setenv("TETRA_COLLECTIVE_TIMEOUT", "2", 1);
+  EXPECT_EQ(RankInfo::fromEnvironment()->timeout, std::chrono::seconds(2));
+  EXPECT_EQ(RankInfo::fromEnvironment()->launcherGrace(),
+            std::chrono::seconds(5));
+  ::setenv("TETRA_COLLECTIVE_TIMEOUT", "0", 1);
+  EXPECT_FALSE(RankInfo::fromEnvironment());
+  for (const char *name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                           "TETRA_COLLECTIVE_TIMEOUT"})
     ::unsetenv(name);
 }
 
