@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
@@ -122,4 +123,12 @@ int tetra::distributed::launchRanks(int ranks,
     }
   }
   return result;
+}
+
+io::Expected<std::string> tetra::distributed::enterRank(const RankInfo &info) {
+  if (info.rank != 0 && !std::freopen("/dev/null", "w", stdout))
+    return io::Error(fmt::format("rank {}: cannot silence its output",
+                                 info.rank));
+  return info.worldSize > 1 ? fmt::format("rank {}: ", info.rank)
+                            : std::string();
 }

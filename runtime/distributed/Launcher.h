@@ -14,6 +14,8 @@
 #ifndef TETRA_RUNTIME_DISTRIBUTED_LAUNCHER_H
 #define TETRA_RUNTIME_DISTRIBUTED_LAUNCHER_H
 
+#include "runtime/distributed/Communicator.h"
+
 #include <chrono>
 #include <string>
 #include <vector>
@@ -26,6 +28,11 @@ namespace tetra::distributed {
 /// failing rank's exit code (128 + its signal).
 int launchRanks(int ranks, const std::vector<std::string> &argv,
                 const std::string &who, std::chrono::seconds grace);
+
+/// What a process of a launched run does first: returns "rank R: " for
+/// its messages (several ranks; else ""), and silences stdout on ranks
+/// other than 0 (rank 0 reports; the others' errors still reach stderr).
+io::Expected<std::string> enterRank(const RankInfo &info);
 
 /// A TCP port of the loopback interface nothing listens on now (the
 /// kernel's pick; 29500 if it cannot tell).

@@ -280,14 +280,16 @@ int main(int argc, char **argv) {
     return distributed::launchRanks(static_cast<int>(gpus), arguments,
                                     "tetra-run", rankInfo->launcherGrace());
   }
+  if (gpus > 1 && gpus != rankInfo->worldSize)
+    return usageError(fmt::format("--gpus {} in a run of WORLD_SIZE={}", gpus,
+                                  rankInfo->worldSize));
   const bool lead = rankInfo->rank == 0;
-  if (rankInfo->launched) {
+  if (rankInfo->launched)
     device = rankInfo->localRank;
-    if (rankInfo->worldSize > 1)
-      rankPrefix = fmt::format("rank {}: ", rankInfo->rank);
-    if (!lead && !std::freopen("/dev/null", "w", stdout))
-      return fail("cannot silence this rank's output");
-  }
+  io::Expected<std::string> prefix = distributed::enterRank(*rankInfo);
+  if (!prefix)
+    return fail(prefix.error().message());
+  rankPrefix = *prefix;
 
   io::Expected<bundle::StepBundle> bundle = bundle::StepBundle::open(bundlePath);
   if (!bundle)

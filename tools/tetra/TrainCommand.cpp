@@ -299,11 +299,10 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
     return usageError(fmt::format("--ranks {} in a run of WORLD_SIZE={}", ranks,
                                   rankInfo->worldSize));
   const bool lead = rankInfo->rank == 0;
-  if (rankInfo->worldSize > 1)
-    rankPrefix = fmt::format("rank {}: ", rankInfo->rank);
-  // Rank 0 reports (the other ranks' errors still reach stderr).
-  if (!lead && !std::freopen("/dev/null", "w", stdout))
-    return fail("cannot silence this rank's output");
+  io::Expected<std::string> prefix = distributed::enterRank(*rankInfo);
+  if (!prefix)
+    return fail(prefix.error().message());
+  rankPrefix = *prefix;
 
   llvm::SourceMgr sourceMgr;
   frontend::DiagnosticEngine diags(sourceMgr);
