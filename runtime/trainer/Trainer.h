@@ -259,7 +259,10 @@ private:
   int64_t consumed_ = 0;
   std::optional<data::Packer> eval_;
   std::unique_ptr<schedule::StepExecutor> executor_;
+  /// Bound buffers the trainer allocated, but for the gradients: those
+  /// are slices of `gradients_`, one allocation the ranks sum at once.
   std::vector<std::pair<std::string, backend::Buffer>> buffers_;
+  backend::Buffer gradients_;
   int64_t step_ = 0;
   /// Whether train() continues a run (resume(), or an earlier train()): the
   /// metrics file is continued, not started.
