@@ -147,9 +147,12 @@ public:
 
 private:
   /// Polls the stream and the communicator until the collective is done,
-  /// failed, or past the timeout (then aborts the communicator).
+  /// failed, or past the timeout (then aborts the communicator): busily
+  /// for the first millisecond (a step's sums take about that), then with
+  /// 50 µs sleeps.
   io::Status wait(const char *what) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + timeout_;
     while (true) {
       io::Expected<bool> idle = idle_();
       if (!idle)
@@ -171,7 +174,11 @@ private:
             "communicator was aborted",
             engine_, what, timeout_.count() / 1000));
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (std::chrono::steady_clock::now() - start <
+          std::chrono::milliseconds(1))
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
   void abort() {
