@@ -35,6 +35,17 @@ int tetra::distributed::freePort() {
 
 namespace {
 
+/// The ranks' process group, for forwarding the launcher's SIGINT and
+/// SIGTERM (0: none yet).
+volatile sig_atomic_t ranksGroup = 0;
+volatile sig_atomic_t forwarded = 0;
+
+void forward(int signal) {
+  forwarded = signal;
+  if (ranksGroup > 0)
+    ::kill(-static_cast<pid_t>(ranksGroup), signal);
+}
+
 std::string describeExit(int status) {
   if (WIFSIGNALED(status))
     return fmt::format("was killed by signal {} ({})", WTERMSIG(status),
@@ -54,6 +65,17 @@ int tetra::distributed::launchRanks(int ranks,
                                     std::chrono::seconds grace) {
   const int port = freePort();
   std::vector<std::string> argv = arguments;
+  // The ranks get a process group of their own, so that a terminal's
+  // Ctrl-C reaches them once — through the launcher, which forwards SIGINT
+  // and SIGTERM (a cluster's pre-emption) to all of them: each stops after
+  // the step in progress, at the same step, with a checkpoint.
+  ranksGroup = 0;
+  forwarded = 0;
+  struct sigaction action {};
+  action.sa_handler = forward;
+  ::sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
   std::vector<pid_t> children(static_cast<size_t>(ranks), -1);
   for (int rank = 0; rank < ranks; ++rank) {
     pid_t pid = ::fork();
@@ -66,6 +88,9 @@ int tetra::distributed::launchRanks(int ranks,
       return 1;
     }
     if (pid == 0) {
+      ::setpgid(0, ranksGroup > 0 ? static_cast<pid_t>(ranksGroup) : 0);
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
       ::setenv("RANK", fmt::format("{}", rank).c_str(), 1);
       ::setenv("LOCAL_RANK", fmt::format("{}", rank).c_str(), 1);
       ::setenv("WORLD_SIZE", fmt::format("{}", ranks).c_str(), 1);
@@ -80,6 +105,9 @@ int tetra::distributed::launchRanks(int ranks,
                  std::strerror(errno));
       ::_exit(127);
     }
+    ::setpgid(pid, ranksGroup > 0 ? static_cast<pid_t>(ranksGroup) : pid);
+    if (ranksGroup == 0)
+      ranksGroup = pid;
     children[static_cast<size_t>(rank)] = pid;
   }
 
@@ -112,7 +140,12 @@ int tetra::distributed::launchRanks(int ranks,
     children[static_cast<size_t>(rank)] = -1;
     --running;
     const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-    if (failed && !stopping) {
+    if (failed && forwarded && !stopping) {
+      // Stopped as asked: each rank finishes its step and checkpoint (no
+      // deadline), and exits as its signal says.
+      if (result == 0)
+        result = exitCodeOf(status);
+    } else if (failed && !stopping) {
       fmt::print(stderr,
                  "{}: error: rank {} of {} (pid {}) {}; stopping the other "
                  "ranks\n",

@@ -588,6 +588,9 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
       again += fmt::format(" --until {}", until);
     if (checkpointEvery > 0)
       again += fmt::format(" --checkpoint-every {}", checkpointEvery);
+    if (ranks > 1)
+      again += fmt::format(" --ranks {} --reduction {}", ranks,
+                           distributed::reductionName(reduction));
     again += " --out " + outDir + " --resume " + outDir;
     fmt::print("run {}: stopped by {} after step {} of {}; checkpoint {}\n  "
                "resume with: {}\n",
