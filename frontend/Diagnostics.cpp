@@ -114,3 +114,10 @@ unsigned tetra::frontend::loadSourceFile(llvm::SourceMgr &sourceMgr,
 std::string tetra::frontend::formatNumber(double value) {
   return fmt::format("{:g}", value);
 }
+
+std::string
+tetra::frontend::didYouMeanSuffix(llvm::StringRef name,
+                                  llvm::ArrayRef<std::string> candidates) {
+  std::string best = closestMatch(name, candidates);
+  return best.empty() ? std::string() : "; did you mean '" + best + "'?";
+}

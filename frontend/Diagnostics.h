@@ -72,6 +72,11 @@ private:
 std::string closestMatch(llvm::StringRef name,
                          llvm::ArrayRef<std::string> candidates);
 
+/// "; did you mean 'x'?" with closestMatch's candidate, or "" when none is
+/// close: the tail of an "unknown ..." message.
+std::string didYouMeanSuffix(llvm::StringRef name,
+                             llvm::ArrayRef<std::string> candidates);
+
 /// A number as messages quote it: printf's %g (six significant digits).
 std::string formatNumber(double value);
 

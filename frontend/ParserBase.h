@@ -127,6 +127,19 @@ protected:
     return BlockStep::Item;
   }
 
+  /// After a setting that failed to parse, skips to the next one (a line
+  /// that starts with an identifier), the block's '}' or the end of the
+  /// file; `start` is where the failed setting began (it is skipped even
+  /// if it starts a line).
+  void skipToSetting(const Token &start) {
+    if (token.spelling.data() == start.spelling.data() &&
+        !token.is(TokenKind::EndOfFile) && !token.is(TokenKind::RBrace))
+      consume();
+    while (!token.is(TokenKind::EndOfFile) && !token.is(TokenKind::RBrace) &&
+           !(token.is(TokenKind::Identifier) && token.startsLine))
+      consume();
+  }
+
   DiagnosticEngine &diags;
   Lexer lexer;
   Token token;

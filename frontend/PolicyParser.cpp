@@ -57,13 +57,6 @@ const std::vector<std::string> kFieldNames = {"format", "rule", "round",
                                               "rotate", "acc"};
 const std::vector<std::string> kAccumulateNames = {"f32", "bf16", "f16"};
 
-/// ", did you mean 'x'?" when a candidate is close, else "".
-std::string didYouMean(llvm::StringRef name,
-                       const std::vector<std::string> &candidates) {
-  std::string best = closestMatch(name, candidates);
-  return best.empty() ? std::string() : "; did you mean '" + best + "'?";
-}
-
 std::string joinNames(const std::vector<std::string> &names) {
   return llvm::join(names, ", ");
 }
@@ -77,15 +70,11 @@ std::string ruleMismatch(ScaleRule rule, const FormatChoice &format,
   if (!format.hasBlockScale())
     return "a scale rule applies only to formats with block scales; '" +
            name + "' has none";
-  std::vector<std::string> rules;
-  for (ScaleRule other : scaleRules())
-    if (format.takesRule(other))
-      rules.emplace_back(scaleRuleName(other));
   return "'" + std::string(scaleRuleName(rule)) + "' is a rule of " +
          std::string(scaleFormatName(scaleFormatOf(rule))) +
          " block scales; '" + name + "' has " +
          std::string(scaleFormatName(format.scaleFormat)) +
-         " scales (rules: " + joinNames(rules) + ")";
+         " scales (rules: " + scaleRuleNamesOf(format.scaleFormat) + ")";
 }
 
 /// A preset's format; bf16 and f32 are presets with no block scale.
@@ -147,9 +136,6 @@ private:
   void checkDuplicates(
       const PolicySetting &setting,
       std::map<std::pair<int, int>, std::array<llvm::SMLoc, 5>> &seen);
-  /// Skips to the next setting; `start` is where the failed one began (it
-  /// is skipped even if it starts a line).
-  void skipToSetting(const Token &start);
   void skipToBlock();
 
   llvm::SMLoc defaultLoc;
@@ -196,7 +182,7 @@ bool PolicyParser::parseFile(PolicyFileAST &file) {
     }
     std::string hint;
     if (token.is(TokenKind::Identifier))
-      hint = didYouMean(token.spelling, {"default", "rule", "attention"});
+      hint = didYouMeanSuffix(token.spelling, {"default", "rule", "attention"});
     error(token,
           "expected 'default', 'rule' or 'attention', got " +
               describeToken(token) + hint);
@@ -221,7 +207,7 @@ void PolicyParser::parseAttention(PolicyFileAST &file) {
       !llvm::is_contained(kValues, token.spelling)) {
     std::string hint;
     if (token.is(TokenKind::Identifier))
-      hint = didYouMean(token.spelling, kValues);
+      hint = didYouMeanSuffix(token.spelling, kValues);
     error(token,
           "expected 'bf16' or 'f32' for the attention's operands, got " +
               describeToken(token) + hint,
@@ -331,15 +317,6 @@ bool PolicyParser::parseBlockBody(PolicyBlock &block) {
   }
 }
 
-void PolicyParser::skipToSetting(const Token &start) {
-  if (token.spelling.data() == start.spelling.data() &&
-      !token.is(TokenKind::EndOfFile) && !token.is(TokenKind::RBrace))
-    consume();
-  while (!token.is(TokenKind::EndOfFile) && !token.is(TokenKind::RBrace) &&
-         !(token.is(TokenKind::Identifier) && token.startsLine))
-    consume();
-}
-
 void PolicyParser::skipToBlock() {
   int depth = 0;
   bool first = true;
@@ -366,7 +343,7 @@ bool PolicyParser::parseSetting(PolicySetting &setting) {
   if (role == kRoleNames.end()) {
     error(token,
           "unknown role '" + token.spelling + "'" +
-              didYouMean(token.spelling, kRoleNames),
+              didYouMeanSuffix(token.spelling, kRoleNames),
           "roles: fprop (Y = X·Wᵀ), dgrad (dX = dY·W), wgrad (dW = dYᵀ·X), "
           "all");
     return false;
@@ -395,7 +372,7 @@ bool PolicyParser::parseSetting(PolicySetting &setting) {
         if (!token.is(TokenKind::Identifier) ||
             !llvm::is_contained(kFieldNames, token.spelling)) {
           std::string hint = token.is(TokenKind::Identifier)
-                                 ? didYouMean(token.spelling, kFieldNames)
+                                 ? didYouMeanSuffix(token.spelling, kFieldNames)
                                  : "";
           error(token,
                 "unknown field " + describeToken(token) + " of " +
@@ -413,7 +390,7 @@ bool PolicyParser::parseSetting(PolicySetting &setting) {
       candidates.insert(candidates.end(), kFieldNames.begin(),
                         kFieldNames.end());
       std::string hint = token.is(TokenKind::Identifier)
-                             ? didYouMean(token.spelling, candidates)
+                             ? didYouMeanSuffix(token.spelling, candidates)
                              : "";
       error(token,
             "unknown operand or field " + describeToken(token) + " of " +
@@ -454,7 +431,7 @@ bool PolicyParser::parseName(const std::vector<std::string> &names,
   if (!parsed) {
     error(token,
           "unknown " + what + " '" + token.spelling + "'" +
-              didYouMean(token.spelling, names),
+              didYouMeanSuffix(token.spelling, names),
           what + "s: " + joinNames(names));
     consume();
     return false;
@@ -536,7 +513,7 @@ bool PolicyParser::parseFormat(PolicyValues &values) {
       consume();
     } else {
       std::string hint = token.is(TokenKind::Identifier)
-                             ? didYouMean(token.spelling, {"e8m0", "e4m3"})
+                             ? didYouMeanSuffix(token.spelling, {"e8m0", "e4m3"})
                              : "";
       error(token, "expected a scale format (e8m0 or e4m3), got " +
                        describeToken(token) + hint);
@@ -565,7 +542,7 @@ bool PolicyParser::parseFormat(PolicyValues &values) {
   } else {
     error(base,
           "unknown format '" + base.spelling + "'" +
-              didYouMean(base.spelling, candidates),
+              didYouMeanSuffix(base.spelling, candidates),
           "presets: " + joinNames(kPresetNames) +
               "; or an element format with its block scale: e2m1|e4m3|e5m2 "
               "block N scale e8m0|e4m3");
@@ -587,7 +564,7 @@ bool PolicyParser::parseRotation(Rotation &rotation) {
   if (!llvm::is_contained(kRotationNames, kind.spelling)) {
     error(token,
           "unknown rotation '" + token.spelling + "'" +
-              didYouMean(token.spelling, kRotationNames),
+              didYouMeanSuffix(token.spelling, kRotationNames),
           "rotations: none, hadamard<B>, random_hadamard<B, fixed|per_step, "
           "SEED>");
     return false;
@@ -638,7 +615,7 @@ bool PolicyParser::parseRotation(Rotation &rotation) {
       consume();
     } else {
       std::string hint = token.is(TokenKind::Identifier)
-                             ? didYouMean(token.spelling, kScheduleNames)
+                             ? didYouMeanSuffix(token.spelling, kScheduleNames)
                              : "";
       error(token, "expected the sign schedule (fixed or per_step), got " +
                        describeToken(token) + hint);
@@ -732,7 +709,7 @@ bool PolicyParser::parseQuant(PolicySetting &setting) {
       candidates.push_back("acc");
       error(token,
             "unknown modifier '" + token.spelling + "'" +
-                didYouMean(token.spelling, candidates),
+                didYouMeanSuffix(token.spelling, candidates),
             "modifiers: rule, round, rotate; the accumulator is set as "
             "'fprop.acc = bf16'");
       return false;

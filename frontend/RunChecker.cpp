@@ -173,11 +173,10 @@ void RunChecker::checkArguments(
       continue;
     }
     if (!llvm::is_contained(known, name)) {
-      std::string best = closestMatch(name, known);
       error(
           call.argumentLocs[i],
           "unknown argument '" + name + "' of " + call.text +
-              (best.empty() ? std::string() : "; did you mean '" + best + "'?"),
+              didYouMeanSuffix(name, known),
           {},
           known.empty() ? call.text + " takes no arguments"
                         : "arguments: " + llvm::join(known, ", "));
@@ -230,10 +229,9 @@ void RunChecker::checkTokenizer(const RunExpr &expr) {
     return;
   }
   if (!llvm::is_contained(kinds, expr.text)) {
-    std::string best = closestMatch(expr.text, kinds);
     error(expr,
           "unknown tokenizer '" + expr.text + "'" +
-              (best.empty() ? std::string() : "; did you mean '" + best + "'?"),
+              didYouMeanSuffix(expr.text, kinds),
           "tokenizers: bytes, gpt2(\"dir\") (encoder.json + vocab.bpe), "
           "llama3(\"tokenizer.model\")");
     return;
@@ -293,10 +291,9 @@ void RunChecker::checkOptimizer(const RunExpr &expr) {
     return;
   }
   if (expr.text != "adamw") {
-    std::string best = closestMatch(expr.text, {"adamw"});
     error(expr,
           "unknown optimizer '" + expr.text + "'" +
-              (best.empty() ? std::string() : "; did you mean 'adamw'?"),
+              didYouMeanSuffix(expr.text, {"adamw"}),
           "the optimizer is adamw(lr = ..., betas = (b1, b2), eps = ..., "
           "weight_decay = ...)");
     return;
@@ -360,10 +357,9 @@ void RunChecker::checkSchedule(const RunExpr &expr) {
     return;
   }
   if (!llvm::is_contained(kinds, expr.text)) {
-    std::string best = closestMatch(expr.text, kinds);
     error(expr,
           "unknown schedule '" + expr.text + "'" +
-              (best.empty() ? std::string() : "; did you mean '" + best + "'?"),
+              didYouMeanSuffix(expr.text, kinds),
           "schedules: cosine(warmup = N, min_lr = x), linear(warmup = N, "
           "min_lr = x), constant(warmup = N)");
     return;
@@ -460,11 +456,9 @@ std::optional<RunConfig> RunChecker::check() {
          }
          std::optional<Target> target = parseTarget(value.text);
          if (!target) {
-           std::string best = closestMatch(value.text, targetNames());
            error(value,
                  "unknown target '" + value.text + "'" +
-                     (best.empty() ? std::string()
-                                   : "; did you mean '" + best + "'?"),
+                     didYouMeanSuffix(value.text, targetNames()),
                  "targets: cpu, sm_90a (NVIDIA Hopper), gfx950 (AMD MI355X)");
            return;
          }

@@ -62,15 +62,6 @@ bool RunParser::parseOverride(RunOverride &override) {
   return ok;
 }
 
-void RunParser::skipToSetting(const Token &start) {
-  if (token.spelling.data() == start.spelling.data() &&
-      !token.is(TokenKind::EndOfFile) && !token.is(TokenKind::RBrace))
-    consume();
-  while (!token.is(TokenKind::EndOfFile) && !token.is(TokenKind::RBrace) &&
-         !(token.is(TokenKind::Identifier) && token.startsLine))
-    consume();
-}
-
 bool RunParser::parseSetting(RunSetting &setting) {
   if (!token.is(TokenKind::Identifier)) {
     error(token, "expected a setting name, got " + describeToken(token));

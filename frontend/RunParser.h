@@ -31,7 +31,6 @@ private:
   bool parseSetting(RunSetting &setting);
   bool parseExpr(RunExpr &expr);
   bool parseSequence(TokenKind close, RunExpr &expr, bool isCall);
-  void skipToSetting(const Token &start);
 
   static constexpr unsigned kMaxDepth = 64;
   unsigned depth = 0;

@@ -206,6 +206,9 @@ Value QuantizationEmitter::sharedExponent(Value amaxBits, ScaleRule rule,
     carries =
         cmp(CmpIPredicate::ugt, significand, c32(element.maxSignificand));
     break;
+  case ScaleRule::Nearest:
+  case ScaleRule::Torchao:
+    llvm_unreachable("an E4M3 scale rule on an E8M0 scale");
   }
   Value exponent = clamp(
       sub(add(log2Floor, zext(carries, i32())), c32(element.maxExponent)),

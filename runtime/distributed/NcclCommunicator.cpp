@@ -87,8 +87,8 @@ public:
         store_(store), idle_(std::move(idle)), timeout_(timeout),
         engine_(std::move(engine)) {}
   ~NcclCommunicator() override {
-    if (comm_)
-      aborted_ ? library_.commAbort(comm_) : library_.commDestroy(comm_);
+    if (comm_) // an aborted communicator has none left
+      library_.commDestroy(comm_);
   }
   int rank() const override { return info_.rank; }
   int size() const override { return info_.worldSize; }

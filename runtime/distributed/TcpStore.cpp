@@ -13,7 +13,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
@@ -106,10 +105,6 @@ private:
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       std::lock_guard<std::mutex> lock(mutex_);
-      if (stopping_) {
-        ::close(fd);
-        return;
-      }
       clients_.push_back(fd);
       ++serving_;
       handlers_.emplace_back([this, fd] { serve(fd); });

@@ -118,6 +118,15 @@ std::string_view scaleFormatName(ScaleFormat format) {
   return format == ScaleFormat::E4M3 ? "e4m3" : "e8m0";
 }
 
+std::string scaleRuleNamesOf(ScaleFormat format) {
+  std::string names;
+  for (ScaleRule rule : scaleRules())
+    if (scaleFormatOf(rule) == format)
+      names += std::string(names.empty() ? "" : ", ") +
+               std::string(scaleRuleName(rule));
+  return names;
+}
+
 const std::vector<FormatPreset> &formatPresets() {
   static const std::vector<FormatPreset> presets = {
       {"mxfp4", ElementFormat::E2M1, 32, ScaleFormat::E8M0},
@@ -193,6 +202,10 @@ int sharedExponent(float amax, ScaleRule rule, const FormatSpec &element) {
     const bool clips = value.significand > maxSignificand;
     return clampExponent(value.log2Floor + (clips ? 1 : 0) - emax);
   }
+  case ScaleRule::Nearest:
+  case ScaleRule::Torchao:
+    assert(false && "an E4M3 rule on an E8M0 scale");
+    break;
   }
   return 0;
 }

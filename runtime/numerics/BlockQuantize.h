@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -68,6 +69,9 @@ ScaleFormat scaleFormatOf(ScaleRule rule);
 ScaleRule defaultScaleRule(ScaleFormat format);
 /// "e8m0" or "e4m3".
 std::string_view scaleFormatName(ScaleFormat format);
+/// The names of a scale format's rules, in scaleRules() order, joined by
+/// ", ": "floor, ceil, even, rceil" (E8M0), "nearest, torchao" (E4M3).
+std::string scaleRuleNamesOf(ScaleFormat format);
 
 struct BlockScaling {
   int blockSize = 32;

@@ -84,7 +84,7 @@ struct TrainerConfig {
   /// update. The loss reported is the mean over all N x microBatches. Only
   /// the caller decides which rank writes metrics and checkpoints.
   distributed::Communicator *communicator = nullptr;
-  distributed::Reduction reduction = distributed::Reduction::FixedOrder;
+  distributed::Reduction reduction = distributed::Reduction::Sum;
 };
 
 struct TrainingSummary {
@@ -223,7 +223,8 @@ private:
   int rank() const {
     return config_.communicator ? config_.communicator->rank() : 0;
   }
-  /// Sums every gradient buffer across the ranks (config.communicator).
+  /// Sums the gradients across the ranks (config.communicator), all in
+  /// one collective over `gradients_`.
   io::Status reduceGradients();
   /// Reads the next training batch into readAhead_ (its errors and the
   /// end of the data surface when nextTrainingBatch takes it).
@@ -254,8 +255,9 @@ private:
     data::DataPosition before;
   };
   std::optional<ReadAhead> readAhead_;
-  /// Micro-batches read from the data since the last step boundary (every
-  /// rank's: ranks() x microBatches a step).
+  /// Micro-batches read from the data (every rank's) since the trainer
+  /// started or resumed at a step boundary: a step reads ranks() x
+  /// microBatches of them.
   int64_t consumed_ = 0;
   std::optional<data::Packer> eval_;
   std::unique_ptr<schedule::StepExecutor> executor_;

@@ -472,9 +472,7 @@ parseOptions(const std::vector<std::string_view> &args, bool &wantsHelp,
                        scaleFormatOf(*options.scaleRule))) +
                    " scales; " + options.format.name + " has " +
                    std::string(scaleFormatName(scales)) + " scales (" +
-                   (scales == ScaleFormat::E8M0 ? "floor, ceil, even, rceil"
-                                                : "nearest, torchao") +
-                   ")");
+                   scaleRuleNamesOf(scales) + ")");
     options.format.block.scaling.rule = *options.scaleRule;
   }
   if (roundText) {

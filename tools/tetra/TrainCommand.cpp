@@ -550,7 +550,7 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
                resumeFrom, (*trainer)->resumedPolicy(), config.policy);
   int64_t stopStep = until > 0 ? std::min(until, steps) : steps;
   if (!resumeFrom.empty() && (*trainer)->step() >= stopStep) {
-    long long at = static_cast<long long>((*trainer)->step());
+    const int64_t at = (*trainer)->step();
     if (at >= steps)
       fmt::print("run {}: already complete: trained to step {} of {} "
                  "(checkpoints {})\n",

@@ -56,7 +56,8 @@ const char *roleName(Role role) {
 struct Quant {
   std::string syntax; // inside #tetra.gemm's {lhs = ..., rhs = ...}
   std::string format; // "mxfp4", "nvfp4", "mxfp8_e4m3", "bf16", "f32"
-  std::optional<numerics::ScaleRule> rule; ///< The preset's where unset.
+  /// Unset: the preset's rule.
+  std::optional<numerics::ScaleRule> rule = std::nullopt;
   numerics::Rounding rounding = numerics::Rounding::NearestEven;
   numerics::Rotation rotation{};
 
