@@ -218,17 +218,52 @@ CompileOptions tetra::compileOptionsFor(const frontend::RunConfig &run) {
   return options;
 }
 
+/// For each GEMM operand function (a kernel's "__lhs...", "__rhs..."), the
+/// name of the first one with the same code — its body, grid and block,
+/// whatever its name and the names of its arguments: the BF16 rounding of
+/// an output gradient is one function for its Dgrad (K-major) and its
+/// Wgrad (MN-major), whose kernels otherwise differ.
+std::map<std::string, std::string> operandCodeNames(ModuleOp module) {
+  std::map<std::string, std::string> first; // canonical text -> name
+  std::map<std::string, std::string> codeName;
+  module.walk([&](gpu::GPUFuncOp func) {
+    StringRef name = func.getName();
+    size_t mark = name.rfind("__");
+    if (mark == StringRef::npos ||
+        !(name.substr(mark + 2).starts_with("lhs") ||
+          name.substr(mark + 2).starts_with("rhs")))
+      return;
+    OwningOpRef<Operation *> copy = func->clone();
+    auto canonical = cast<gpu::GPUFuncOp>(*copy);
+    canonical.setName("f");
+    if (auto launch = canonical->getAttrOfType<DictionaryAttr>("tetra.launch")) {
+      NamedAttrList fields(launch);
+      fields.erase("arguments");
+      canonical->setAttr("tetra.launch", fields.getDictionary(func.getContext()));
+    }
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    canonical->print(os, OpPrintingFlags().printGenericOpForm());
+    codeName[name.str()] = first.emplace(text, name.str()).first->second;
+  });
+  return codeName;
+}
+
 /// Drops each GEMM operand launch (a kernel's "__lhs...", "__rhs..."
 /// launches: they read the operand and write only buffers of their own)
-/// that repeats an earlier one — the same code, grid, scalars and read
-/// buffers, none of them written in between — and points the later
-/// launches at the earlier one's results: the activation that feeds wq, wk
-/// and wv (or gate and up) is rotated and quantized once per role, not once
-/// per linear. Code that depends on the linear (a stochastic-rounding
-/// stream's id) differs, so its launches are never shared. Returns, for
-/// each position 0..n of the old launch list, the number of kept launches
-/// before it.
-std::vector<int> shareRepeatedOperandLaunches(schedule::Schedule &plan) {
+/// that repeats an earlier one of the same phase (forward, or what follows
+/// it: sharing across would keep the forward's copy alive until the
+/// backward) — the same code (`codeName`), grid, scalars and read buffers,
+/// none of them written in between — and points the later launches at the
+/// earlier one's results: the activation that feeds wq, wk and wv (or gate
+/// and up) is rotated and quantized once per role, not once per linear,
+/// and an output gradient rounded to BF16 once for its Dgrad and Wgrad.
+/// Code that depends on the linear (a stochastic-rounding stream's id)
+/// differs, so its launches are never shared. Returns, for each position
+/// 0..n of the old launch list, the number of kept launches before it.
+std::vector<int>
+shareRepeatedOperandLaunches(schedule::Schedule &plan, int forwardEnd,
+                             const std::map<std::string, std::string> &codeName) {
   std::vector<schedule::Launch> &launches = plan.launches;
   const int count = static_cast<int>(launches.size());
   auto isOperandLaunch = [](const schedule::Launch &launch) {
@@ -264,8 +299,11 @@ std::vector<int> shareRepeatedOperandLaunches(schedule::Schedule &plan) {
       buffer = substitute[buffer];
     if (!isOperandLaunch(launch))
       continue;
-    // The key: code, grid, scalars, and each read buffer by position.
-    std::string key = launch.kernel;
+    // The key: phase, code, grid, scalars, and each read buffer by position.
+    auto code = codeName.find(launch.kernel);
+    std::string key = fmt::format(
+        "{} {}", l < forwardEnd ? "forward" : "after",
+        code != codeName.end() ? code->second : launch.kernel);
     for (int d = 0; d < 3; ++d)
       key +=
           fmt::format(" {}x{}", launch.config.grid[d], launch.config.block[d]);
@@ -396,7 +434,8 @@ FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
       launch.kernel = to->second;
   }
   // Then an operand quantized the same way for two GEMMs, once.
-  std::vector<int> keptBefore = shareRepeatedOperandLaunches(*plan);
+  std::vector<int> keptBefore =
+      shareRepeatedOperandLaunches(*plan, newEnds[0], operandCodeNames(*module));
   for (int &first : firstLaunch)
     first = keptBefore[first];
   plan->phases.forwardEnd = keptBefore[newEnds[0]];

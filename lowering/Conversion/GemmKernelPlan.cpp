@@ -223,6 +223,10 @@ LogicalResult GemmKernelLowering::lower(ModuleOp module) {
       return refuse("a rotation block does not divide K");
   }
   chooseTiling();
+  for (OperandPlan *operand : {&lhs, &rhs})
+    operand->mnMajor = operand->kind == OperandKind::BF16 &&
+                       operand->rotation.isNone() && operand->axis == 0 &&
+                       readsMNMajorBF16();
   OpBuilder builder(module.getContext());
   builder.setInsertionPointToEnd(module.getBody());
   auto gpuModule = gpu::GPUModuleOp::create(builder, kernel.getLoc(),
@@ -294,8 +298,10 @@ DictionaryAttr GemmKernelLowering::describeOperand(Builder &b,
       b.getNamedAttr("tensor_id",
                      b.getI64IntegerAttr(static_cast<int64_t>(operand.tensorId))),
       b.getNamedAttr("rotation", b.getDictionaryAttr(rotationFields)),
-      // The scratch codes and scales: [M or N][K], [M or N][K / block].
-      b.getNamedAttr("scratch_layout", b.getStringAttr("k_major")),
+      // The scratch codes and scales: [M or N][K], [M or N][K / block]
+      // (k_major), or the input's own [K][M or N] (mn_major: BF16 alone).
+      b.getNamedAttr("scratch_layout",
+                     b.getStringAttr(operand.mnMajor ? "mn_major" : "k_major")),
       b.getNamedAttr("scratch_encoding",
                      b.getStringAttr(scratchEncoding(operand))),
   });
@@ -649,6 +655,10 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
 
   switch (operand.kind) {
   case OperandKind::BF16: {
+    if (operand.rotation.isNone() && (operand.axis == 1 || operand.mnMajor)) {
+      buildRoundingPrologue(moduleBuilder, operand);
+      return;
+    }
     gpu::GPUFuncOp func = createLaunch(
         moduleBuilder, operand.loc, name,
         {input, {scratch + ".codes", flat(count / 2, i32)}, seed, step}, grid,
@@ -789,6 +799,64 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
     return;
   }
   }
+}
+
+void GemmKernelLowering::buildRoundingPrologue(OpBuilder &moduleBuilder,
+                                               const OperandPlan &operand) {
+  MLIRContext *context = kernel.getContext();
+  Type f32 = Float32Type::get(context), i32 = IntegerType::get(context, 32),
+       i64 = IntegerType::get(context, 64);
+  const int64_t count = operand.count();
+  // A thread per eight elements: two 16-byte loads, one 16-byte store.
+  const int64_t threads = count / 8;
+  gpu::GPUFuncOp func = createLaunch(
+      moduleBuilder, operand.loc,
+      (kernel.getKernelName() + "__" + operand.side).str(),
+      {{fmt::format("input:{}", operand.input), flat(count, f32)},
+       {"scratch:" + operand.side + ".codes", flat(count / 2, i32)},
+       {"scalar:seed", i64},
+       {"scalar:step", i64}},
+      {(threads + kPrologueThreads - 1) / kPrologueThreads, 1, 1},
+      {kPrologueThreads, 1, 1});
+  Block &entry = func.getBody().front();
+  ImplicitLocOpBuilder b(operand.loc, context);
+  b.setInsertionPointToStart(&entry);
+  QuantizationEmitter e(b);
+  e.unrollsLoops = true;
+  Value thread = e.addIndex(
+      e.mulIndex(gpu::BlockIdOp::create(b, gpu::Dimension::x),
+                 e.cIndex(kPrologueThreads)),
+      gpu::ThreadIdOp::create(b, gpu::Dimension::x));
+  auto guard = scf::IfOp::create(
+      b, arith::CmpIOp::create(b, CmpIPredicate::ult, thread, e.cIndex(threads)),
+      /*withElseRegion=*/false);
+  b.setInsertionPointToStart(&guard.getThenRegion().front());
+  const FormatConstants bf16 = constantsOf(numerics::ElementFormat::BF16);
+  Value first = e.mulIndex(thread, e.cIndex(8));
+  SmallVector<Value> values;
+  for (int64_t half = 0; half < 2; ++half) {
+    Value quad = vector::LoadOp::create(
+        b, VectorType::get({4}, f32), func.getArgument(0),
+        ValueRange{e.addIndex(first, e.cIndex(4 * half))},
+        /*nontemporal=*/false, b.getI64IntegerAttr(16));
+    for (int64_t q = 0; q < 4; ++q)
+      values.push_back(vector::ExtractOp::create(b, quad, ArrayRef<int64_t>{q}));
+  }
+  SmallVector<Value> words;
+  for (int64_t w = 0; w < 4; ++w) {
+    Value pair[2];
+    for (int64_t h = 0; h < 2; ++h)
+      pair[h] = e.encode(values[2 * w + h], e.c32(0), bf16,
+                         Rounding::NearestEven, e.c32(0));
+    words.push_back(
+        e.bitOr(e.bitAnd(pair[0], e.c32(0xFFFF)), e.shl(pair[1], e.c32(16))));
+  }
+  vector::StoreOp::create(
+      b, vector::FromElementsOp::create(b, VectorType::get({4}, i32), words),
+      func.getArgument(1), ValueRange{e.mulIndex(thread, e.cIndex(4))},
+      /*nontemporal=*/false, b.getI64IntegerAttr(16));
+  b.setInsertionPointToEnd(&entry);
+  gpu::ReturnOp::create(b);
 }
 
 //===----------------------------------------------------------------------===//
@@ -967,6 +1035,26 @@ Value GemmKernelLowering::stepBarrier(QuantizationEmitter &e, Value) {
 Value GemmKernelLowering::stagedByte(QuantizationEmitter &e, Value stageAt,
                                      int side, Value row, Value kk) {
   const OperandPlan &operand = side == 0 ? lhs : rhs;
+  Value tileAt =
+      e.addIndex(stageAt, e.cIndex(side == 0 ? lhsTileAt() : rhsTileAt()));
+  if (operand.mnMajor) {
+    // Chunks of 64 rows (columns) of the tile, each stepK K-rows of 128
+    // bytes (64 BF16 values along M or N), the 16-byte piece p of K-row kk
+    // at p ^ (kk & 7): wgmma's MN-major 128-byte swizzle.
+    Value at = e.addIndex(
+        e.mulIndex(e.divIndex(row, 64), e.cIndex(tiling.stepK * 128)),
+        e.mulIndex(kk, e.cIndex(128)));
+    Value byteInRow = e.mulIndex(arith::RemUIOp::create(e.b, row, e.cIndex(64)),
+                                 e.cIndex(2));
+    Value piece = arith::XOrIOp::create(
+        e.b, e.divIndex(byteInRow, 16),
+        arith::AndIOp::create(e.b, kk, e.cIndex(7)));
+    return e.addIndex(
+        tileAt,
+        e.addIndex(at, e.addIndex(e.mulIndex(piece, e.cIndex(16)),
+                                  arith::RemUIOp::create(e.b, byteInRow,
+                                                         e.cIndex(16)))));
+  }
   const int64_t pitch = tiling.pitch[side];
   Value rowAt = e.mulIndex(row, e.cIndex(pitch));
   Value offset = tiling.packed[side]
@@ -981,9 +1069,7 @@ Value GemmKernelLowering::stagedByte(QuantizationEmitter &e, Value stageAt,
     offset = e.addIndex(e.mulIndex(chunk, e.cIndex(16)),
                         arith::RemUIOp::create(e.b, offset, e.cIndex(16)));
   }
-  return e.addIndex(
-      e.addIndex(stageAt, e.cIndex(side == 0 ? lhsTileAt() : rhsTileAt())),
-      e.addIndex(rowAt, offset));
+  return e.addIndex(tileAt, e.addIndex(rowAt, offset));
 }
 
 Value GemmKernelLowering::stagedIndex(QuantizationEmitter &e,
@@ -1053,7 +1139,9 @@ namespace {
 /// K-major), a row's consecutive 16 bytes to consecutive threads — a
 /// quarter warp's stores cover 128 contiguous bytes of the staged tile
 /// (one padded row, or whole swizzled rows: distinct banks) — and a
-/// thread's scale codes.
+/// thread's scale codes. An MN-major operand's (OperandPlan::mnMajor) 16
+/// bytes are eight of the tile's rows at one K, consecutive along a K-row
+/// of the scratch.
 struct OperandStaging {
   const OperandPlan *operand;
   Value codes, scales; ///< global: memref<? x i32>, memref<? x i8> (or null)
@@ -1072,8 +1160,12 @@ struct OperandStaging {
   std::function<Value(Value, Value, Value)> stagedByte;
 
   int64_t elementsPerVector() const { return 16 / operand->elementBytes(); }
-  int64_t vectorsPerRow() const { return stepK / elementsPerVector(); }
-  int64_t vectorsPerStep() const { return rows * vectorsPerRow(); }
+  /// Vectors per K-major row of the step, or (mnMajor) per K-row of the
+  /// tile: consecutive threads take consecutive 16 bytes of global memory.
+  int64_t vectorsPerRow() const {
+    return (operand->mnMajor ? rows : stepK) / elementsPerVector();
+  }
+  int64_t vectorsPerStep() const { return rows * stepK / elementsPerVector(); }
   int64_t vectorsPerThread() const {
     return (vectorsPerStep() + threads - 1) / threads;
   }
@@ -1090,9 +1182,13 @@ struct OperandStaging {
     Value v = arith::MinUIOp::create(
         e.b, e.addIndex(thread, e.cIndex(q * threads)),
         e.cIndex(vectorsPerStep() - 1));
-    return {e.divIndex(v, vectorsPerRow()),
-            e.mulIndex(arith::RemUIOp::create(e.b, v, e.cIndex(vectorsPerRow())),
-                       e.cIndex(elementsPerVector()))};
+    Value along = e.divIndex(v, vectorsPerRow());
+    Value across =
+        e.mulIndex(arith::RemUIOp::create(e.b, v, e.cIndex(vectorsPerRow())),
+                   e.cIndex(elementsPerVector()));
+    if (operand->mnMajor)
+      return {across, along};
+    return {along, across};
   }
   /// Runs `body` where the thread's share `q` of `perStep` items exists.
   void inside(QuantizationEmitter &e, Value thread, int64_t q, int64_t perStep,
@@ -1114,9 +1210,13 @@ struct OperandStaging {
   /// step `step` (index) starts.
   Value wordOf(QuantizationEmitter &e, Value thread, Value step, int64_t q) {
     auto [r, kk] = vectorAt(e, thread, q);
+    Value row = e.addIndex(origin, r);
+    Value along = e.addIndex(e.mulIndex(step, e.cIndex(stepK)), kk);
     Value element =
-        e.addIndex(e.mulIndex(e.addIndex(origin, r), e.cIndex(k)),
-                   e.addIndex(e.mulIndex(step, e.cIndex(stepK)), kk));
+        operand->mnMajor
+            ? e.addIndex(e.mulIndex(along, e.cIndex(operand->type.getDimSize(1))),
+                         row)
+            : e.addIndex(e.mulIndex(row, e.cIndex(k)), along);
     return e.divIndex(element, 4 / operand->elementBytes());
   }
   /// The thread's vectors (vector<4 x i32>) and scale codes of step `step`

@@ -92,6 +92,13 @@ struct OperandPlan {
   mlir::Location loc;     ///< The quantizer's.
   uint32_t tensorId = 0;  ///< Its stochastic-rounding stream.
   std::string side;       ///< "lhs" or "rhs": its launches' and buffers' names.
+  /// Whether its scratch codes keep the input's own layout [K][M or N]
+  /// (an unrotated BF16 operand reduced along its rows, axis 0: a Wgrad's
+  /// two operands, a Dgrad's weight) for a chip whose matrix instructions
+  /// read MN-major BF16 tiles (readsMNMajorBF16): the prologue only
+  /// rounds, the same launch as a K-major operand's of the same tensor,
+  /// and the staged tiles are MN-major. Else [M or N][K] (K-major).
+  bool mnMajor = false;
 
   explicit OperandPlan(mlir::Location loc) : loc(loc) {}
   bool scaled() const { return kind != OperandKind::BF16; }
@@ -300,6 +307,12 @@ protected:
   virtual bool packsE2M1() const { return false; }
   /// How the chip's matrix instructions want the staged rows laid out.
   virtual StagedLayout stagedLayout() const { return StagedLayout::Padded; }
+  /// Whether the chip's matrix instructions for this tiling read a BF16
+  /// tile MN-major (sm_90a's wgmma, transposed through its descriptor: K
+  /// rows of 64 elements, 128 bytes swizzled, in chunks of 64 along M or N
+  /// stepK rows long — OperandPlan::mnMajor), so that an operand reduced
+  /// along its rows needs no transposing prologue.
+  virtual bool readsMNMajorBF16() const { return false; }
   /// Threads per block for `tiling`'s block tile: by default a warp (wave)
   /// per 32 x 32 of it.
   virtual int64_t blockThreads() const { return tiling.warps() * lanes; }
@@ -379,6 +392,13 @@ private:
                                            llvm::StringRef which);
   void chooseTiling();
   void buildPrologue(mlir::OpBuilder &moduleBuilder, const OperandPlan &operand);
+  /// The prologue of an unrotated BF16 operand whose scratch keeps the
+  /// input's layout (reduced along its columns, or mnMajor): each element
+  /// rounded to BF16 in place, eight a thread — the same code for every
+  /// operand of the same shape, so that the launches of two GEMMs reading
+  /// one tensor (a Dgrad's and a Wgrad's output gradient) are one.
+  void buildRoundingPrologue(mlir::OpBuilder &moduleBuilder,
+                             const OperandPlan &operand);
   /// The fold launches of an operand (foldsScales() or sumsExactly()): its
   /// fibers' reference codes, then its folded and exact codes.
   void buildFold(mlir::OpBuilder &moduleBuilder, const OperandPlan &operand);

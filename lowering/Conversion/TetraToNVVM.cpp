@@ -144,6 +144,10 @@ private:
   int64_t tilesM() const { return wgmma() ? 1 : 2; }
   int64_t tilesN() const { return wgmma() ? groupN() / 8 : 4; }
   StagedLayout stagedLayout() const override { return StagedLayout::Swizzled; }
+  /// bf16 wgmma reads either major-ness through its descriptors.
+  bool readsMNMajorBF16() const override {
+    return wgmma() && lhs.kind == OperandKind::BF16;
+  }
   /// A block's shared memory on an H100/H200: 227 KB, static (ptxas and
   /// the driver take static shared memory past 48 KB for sm_90a).
   int64_t sharedLimit() const override { return 227 * 1024; }
@@ -501,18 +505,29 @@ static SmallVector<Value> pinnedValues(QuantizationEmitter &e, Value fragment,
   return values;
 }
 
-/// The shared-memory matrix descriptor of a swizzled K-major tile whose
-/// rows of `pitch` bytes (32, 64 or 128: the swizzle) start at shared
-/// address `start` (i64): bits 0-13 start >> 4, 16-29 the leading byte
-/// offset >> 4 (unused for swizzled K-major tiles: 1), 32-45 the stride
-/// byte offset >> 4 (eight rows), 62-63 the swizzle (1: 128, 2: 64, 3: 32
-/// bytes). Each K slice of 32 bytes further along the rows is the same
-/// descriptor plus 2.
+/// The shared-memory matrix descriptor of a swizzled tile starting at
+/// shared address `start` (i64): bits 0-13 start >> 4, 16-29 the leading
+/// byte offset >> 4, 32-45 the stride byte offset >> 4, 62-63 the swizzle
+/// (1: 128, 2: 64, 3: 32 bytes).
+///   K-major, rows of `pitch` bytes (32, 64 or 128: the swizzle): the
+///   leading offset unused (1), the stride eight rows. Each K slice of 32
+///   bytes further along the rows is the same descriptor plus 2.
+///   MN-major (GemmKernelPlan's mnMajor tiles: K-rows of 128 bytes in
+///   chunks of 64 along M or N, `chunkBytes` apart): the leading offset
+///   the next chunk along M or N, the stride the next eight K-rows; 128-byte
+///   swizzle. Each K slice of 16 rows further is the descriptor plus 128.
 static Value swizzledDescriptor(QuantizationEmitter &e, Value start,
                                 int64_t pitch) {
   const uint64_t swizzle = pitch == 128 ? 1 : pitch == 64 ? 2 : 3;
   const uint64_t fixed =
       (uint64_t{1} << 16) | (uint64_t(8 * pitch >> 4) << 32) | (swizzle << 62);
+  Value address = e.shrui(e.bitAnd(start, e.c64(0x3FFFF)), e.c64(4));
+  return e.bitOr(address, e.c64(static_cast<int64_t>(fixed)));
+}
+static Value mnMajorDescriptor(QuantizationEmitter &e, Value start,
+                               int64_t chunkBytes) {
+  const uint64_t fixed = (uint64_t(chunkBytes >> 4) << 16) |
+                         (uint64_t(1024 >> 4) << 32) | (uint64_t{1} << 62);
   Value address = e.shrui(e.bitAnd(start, e.c64(0x3FFFF)), e.c64(4));
   return e.bitOr(address, e.c64(static_cast<int64_t>(fixed)));
 }
@@ -535,24 +550,35 @@ NVVMGemmLowering::accumulateWgmma(QuantizationEmitter &e,
       e.b, e.i64(),
       memref::ExtractAlignedPointerAsIndexOp::create(e.b, step.bytes));
   auto [groupRow, groupCol] = warpgroupOrigin(e, step);
+  // An MN-major side (mnMajor: its group's rows start a chunk of 64) is
+  // read transposed: A column-major, B row-major.
+  const bool mnMajor[2] = {lhs.mnMajor, rhs.mnMajor};
+  const int64_t chunkBytes = tiling.stepK * 128;
   auto descriptor = [&](int side, Value rowInTile) {
+    Value within = mnMajor[side]
+                       ? e.mulIndex(e.divIndex(rowInTile, 64), e.cIndex(chunkBytes))
+                       : e.mulIndex(rowInTile, e.cIndex(tiling.pitch[side]));
     Value at = e.addIndex(
         e.addIndex(step.stageAt,
                    e.cIndex(side == 0 ? lhsTileAt() : rhsTileAt())),
-        e.mulIndex(rowInTile, e.cIndex(tiling.pitch[side])));
-    return swizzledDescriptor(
-        e, e.add(base, arith::IndexCastUIOp::create(e.b, e.i64(), at)),
-        tiling.pitch[side]);
+        within);
+    Value start = e.add(base, arith::IndexCastUIOp::create(e.b, e.i64(), at));
+    return mnMajor[side] ? mnMajorDescriptor(e, start, chunkBytes)
+                         : swizzledDescriptor(e, start, tiling.pitch[side]);
   };
   Value a0 = descriptor(0, groupRow), b0 = descriptor(1, groupCol);
   auto mma = [&](int64_t slice, Value d, NVVM::WGMMAScaleOut scaleD) {
-    Value offset = e.c64(2 * slice);
+    auto offset = [&](int side) {
+      return e.c64((mnMajor[side] ? 128 : 2) * slice);
+    };
     return NVVM::WgmmaMmaAsyncOp::create(
-        e.b, fragment, d, e.add(a0, offset), e.add(b0, offset),
+        e.b, fragment, d, e.add(a0, offset(0)), e.add(b0, offset(1)),
         NVVM::MMAShapeAttr::get(context, 64, groupN(), sliceK), type, type,
         step.exact ? NVVM::WGMMATypes::s32 : NVVM::WGMMATypes::f32, scaleD,
-        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
-        NVVM::MMALayout::col, /*satfinite=*/nullptr);
+        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+        mnMajor[0] ? NVVM::MMALayout::col : NVVM::MMALayout::row,
+        mnMajor[1] ? NVVM::MMALayout::row : NVVM::MMALayout::col,
+        /*satfinite=*/nullptr);
   };
   auto unpack = [&](Value d) {
     return pinnedValues(e, d, static_cast<int64_t>(accumulators.size()));

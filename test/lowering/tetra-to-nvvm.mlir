@@ -193,11 +193,30 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // from the H200's 132 multiprocessors, each summing all of K, so the plan
 // halves the longer side down to 64 x 64 (100 tiles: one warpgroup of 128
 // threads each, wgmma.m64n64k16).
+// Both operands are reduced along their rows (K = tokens), and wgmma reads
+// BF16 tiles MN-major: their scratch keeps the inputs' own layout
+// (mn_major), so each prologue only rounds, eight elements a thread (8192
+// x 640 / 8 / 128 = 5120 blocks), the same code as a K-major operand's —
+// no transposing prologue. The wgmma descriptors of MN-major tiles: the
+// leading byte offset the next 64 columns (step_k 64 x 128 bytes = 8192,
+// >> 4 = 512 at bit 16), the stride the next eight K-rows (1024 >> 4 = 64
+// at bit 32), the 128-byte swizzle (1 at bit 62): 4611686293338849280;
+// A read column-major, B row-major (imm-trans-a, imm-trans-b = 1).
 // CHECK-LABEL: gpu.module @wo_wgrad
+// CHECK-SAME: lhs = {axis = 0 : i64, block = 0 : i64, format = "bf16", input = 0 : i64, kind = "bf16", rotation = {kind = "none"}, rounding = "nearest_even", rule = "none", scale = "none", scratch_encoding = "code", scratch_layout = "mn_major"
 // CHECK-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 8192 : i64, folds_scales = false, group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16"
 // CHECK-SAME: threads = 128 : i64
+// CHECK-SAME: rhs = {axis = 0 : i64, block = 0 : i64, format = "bf16", input = 1 : i64, kind = "bf16", rotation = {kind = "none"}, rounding = "nearest_even", rule = "none", scale = "none", scratch_encoding = "code", scratch_layout = "mn_major"
+// CHECK: gpu.func @wo_wgrad__lhs(%{{.*}}: memref<5242880xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<2621440xi32> {llvm.align = 16 : i64}
+// CHECK-SAME: grid = array<i64: 5120, 1, 1>
+// CHECK-COUNT-2: vector.load %{{.*}} : memref<5242880xf32>, vector<4xf32>
+// CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<2621440xi32>, vector<4xi32>
+// CHECK: gpu.func @wo_wgrad__rhs
+// CHECK-SAME: grid = array<i64: 5120, 1, 1>
 // CHECK: gpu.func @wo_wgrad__gemm
 // CHECK-SAME: block = array<i64: 128, 1, 1>, grid = array<i64: 10, 10, 1>
+// CHECK: arith.constant 4611686293338849280 : i64
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
 #bf = #tetra.quant<bf16>
 func.func @bf16_wgrad(%dy: tensor<8192x640xf32>, %x: tensor<8192x640xf32>) -> tensor<640x640xf32> {
   %dw = tetra.kernel "wo_wgrad" (%a = %dy, %b = %x) : (tensor<8192x640xf32>, tensor<8192x640xf32>) -> tensor<640x640xf32> {
@@ -209,6 +228,33 @@ func.func @bf16_wgrad(%dy: tensor<8192x640xf32>, %x: tensor<8192x640xf32>) -> te
     tetra.yield %c : tensor<640x640xf32>
   }
   return %dw : tensor<640x640xf32>
+}
+
+// -----
+
+// A BF16 Dgrad: the output gradient is reduced along its columns (K-major,
+// as it lies), the weight along its rows — MN-major, read transposed as B
+// (imm-trans-b = 1) — and both prologues only round.
+// CHECK-LABEL: gpu.module @wo_dgrad
+// CHECK-SAME: lhs = {axis = 1 : i64, block = 0 : i64, format = "bf16", input = 0 : i64, kind = "bf16", rotation = {kind = "none"}, rounding = "nearest_even", rule = "none", scale = "none", scratch_encoding = "code", scratch_layout = "k_major"
+// CHECK-SAME: rhs = {axis = 0 : i64, block = 0 : i64, format = "bf16", input = 1 : i64, kind = "bf16", rotation = {kind = "none"}, rounding = "nearest_even", rule = "none", scale = "none", scratch_encoding = "code", scratch_layout = "mn_major"
+// CHECK: gpu.func @wo_dgrad__lhs
+// CHECK-SAME: grid = array<i64: 5120, 1, 1>
+// CHECK: gpu.func @wo_dgrad__rhs
+// CHECK-SAME: grid = array<i64: 400, 1, 1>
+// CHECK: gpu.func @wo_dgrad__gemm
+// CHECK: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+#bfd = #tetra.quant<bf16>
+func.func @bf16_dgrad(%dy: tensor<8192x640xf32>, %w: tensor<640x640xf32>) -> tensor<8192x640xf32> {
+  %dx = tetra.kernel "wo_dgrad" (%a = %dy, %b = %w) : (tensor<8192x640xf32>, tensor<640x640xf32>) -> tensor<8192x640xf32> {
+    %at = arith.truncf %a : tensor<8192x640xf32> to tensor<8192x640xbf16>
+    %ae = arith.extf %at : tensor<8192x640xbf16> to tensor<8192x640xf32>
+    %bt = arith.truncf %b : tensor<640x640xf32> to tensor<640x640xbf16>
+    %be = arith.extf %bt : tensor<640x640xbf16> to tensor<640x640xf32>
+    %c = tetra.scaled_matmul (%ae as #bfd), (%be as #bfd) role dgrad : (tensor<8192x640xf32>, tensor<640x640xf32>) -> tensor<8192x640xf32>
+    tetra.yield %c : tensor<8192x640xf32>
+  }
+  return %dx : tensor<8192x640xf32>
 }
 
 // -----
