@@ -91,21 +91,28 @@ tetra::conversion::tileAttention(const AttentionMatrixTile &tile,
   const bool packs = packed(tile, shape);
   if (packs && shape.headDim % tile.packedK() != 0)
     return std::nullopt;
-  // 128 rows (8 warps) for the forward with packed BF16 where they fit
-  // (head_dim 64: 36 KB): 17% faster than 64 rows on the H200 (1.18 ->
-  // 0.98 ms a launch at llama_125m's shape; docs/benchmarks.md).
-  for (auto [rows, inner] : {std::pair<int64_t, int64_t>{128, 64}, {64, 64},
-                             {64, 32}, {32, 64}, {32, 32}, {32, 16}, {16, 32},
-                             {16, 16}}) {
-    if (rows == 128 && !(packs && pass == AttentionPass::Forward))
-      continue;
-    AttentionTiling tiling{rows, inner};
+  auto fits = [&](AttentionTiling tiling, int64_t limit) {
     const int64_t bytes = packs ? packedBytes(shape, pass, tiling)
                                 : 4 * sharedFloats(tile, shape, pass, tiling);
-    if (inner % tile.tileN() == 0 && inner % tile.tileK() == 0 &&
-        (!packs || inner % tile.packedK() == 0) && bytes <= tile.sharedBytes())
-      return tiling;
+    return tiling.inner % tile.tileN() == 0 &&
+           tiling.inner % tile.tileK() == 0 &&
+           (!packs || tiling.inner % tile.packedK() == 0) && bytes <= limit;
+  };
+  // Packed BF16: 128 rows (8 warps) a block — the other side's tiles are
+  // then read once per 128 rows instead of 64 — with the inner step each
+  // pass was fastest with on the H200 at llama_125m's shape (head_dim 64;
+  // docs/benchmarks.md): the forward 64 (36 KB; 1.18 -> 0.98 ms a launch
+  // against 64 rows), dQ 32 (51 KB; 0.97 -> 0.83 ms), dK and dV 64 (74 KB;
+  // 1.57 -> 1.19 ms), within the chip's limit for packed tiles.
+  if (packs) {
+    const int64_t inner = pass == AttentionPass::QueryGradients ? 32 : 64;
+    if (fits({128, inner}, tile.packedSharedBytes()))
+      return AttentionTiling{128, inner};
   }
+  for (auto [rows, inner] : {std::pair<int64_t, int64_t>{64, 64}, {64, 32},
+                             {32, 64}, {32, 32}, {32, 16}, {16, 32}, {16, 16}})
+    if (fits({rows, inner}, tile.sharedBytes()))
+      return AttentionTiling{rows, inner};
   return std::nullopt;
 }
 

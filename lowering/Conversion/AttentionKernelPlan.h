@@ -172,6 +172,9 @@ public:
   }
   /// Static shared memory a block may use.
   virtual int64_t sharedBytes() const = 0;
+  /// The same for a block of 128 rows staging packed BF16 tiles (its
+  /// tiling measured on the chip: tileAttention).
+  virtual int64_t packedSharedBytes() const { return sharedBytes(); }
   /// 2^x by the chip's own instruction (no device library).
   virtual Value exp2(QuantizationEmitter &e, Value x) const = 0;
 };

@@ -86,7 +86,11 @@ def ConvertTetraToNVVM : Pass<"convert-tetra-to-nvvm", "mlir::ModuleOp"> {
       quantization emitter — codes (one per byte) and scales bit for bit
       those of `runtime/numerics`, stochastic-rounding bits included,
       written K-major whatever the operand's layout (`scratch_layout =
-      "k_major"`: [M or N][K] codes, [M or N][K / block] scales), each
+      "k_major"`: [M or N][K] codes, [M or N][K / block] scales) — but for
+      an unrotated BF16 operand reduced along its rows on sm_90a's wgmma
+      tiles (`"mn_major"`: the input's own [K][M or N], read transposed by
+      wgmma; its prologue, like any BF16 operand's whose scratch keeps the
+      input's layout, only rounds, eight elements a thread), each
       E2M1 code as the E4M3 byte of its value (`scratch_encoding = "e4m3"`:
       every E2M1 value is exact in E4M3, and sm_90a's FP8 instructions read
       it as it is). NVFP4 first runs `NAME__lhs_amax_clear` and

@@ -911,6 +911,10 @@ public:
   /// The static limit: larger tiles in dynamic shared memory (64 x 64,
   /// up to 105 KiB) were measured no faster (docs/benchmarks.md).
   int64_t sharedBytes() const override { return 48 * 1024; }
+  /// Packed BF16 blocks of 128 rows: up to 96 KiB (two blocks a
+  /// multiprocessor, as their registers allow), static — ptxas and the
+  /// driver take static shared memory past 48 KB for sm_90a.
+  int64_t packedSharedBytes() const override { return 96 * 1024; }
   /// ex2.approx.f32 (the SFU's; -inf gives 0).
   Value exp2(QuantizationEmitter &e, Value x) const override {
     return LLVM::CallIntrinsicOp::create(
