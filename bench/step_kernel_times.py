@@ -29,6 +29,8 @@ def family(kernel):
             if role in kernel:
                 return "gemm " + role
         return "gemm"
+    if "__sum" in kernel:
+        return "gemm split sums"
     if "__" in kernel:
         return "gemm prologue"
     if kernel.startswith("elementwise_"):

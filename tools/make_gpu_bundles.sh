@@ -11,3 +11,7 @@ for policy in test/gpu/Inputs/gpu_variants_*.tetra; do
   build/bin/tetra compile --kernels --target=sm_90a models/runs/tiny_c4_cpu.tetra \
     "$policy" -o "$out/$(basename "$policy" .tetra).tbundle"
 done
+# BF16 with 4,096 tokens a step: Wgrads split across blocks, MN-major operands.
+build/bin/tetra compile --kernels --target=sm_90a test/gpu/Inputs/gpu_long_k_run.tetra \
+  -o "$out/gpu_long_k_bf16.tbundle"
+

@@ -28,6 +28,12 @@ constexpr int64_t kRowPadding = 16;
 /// The K from which a GEMM takes smaller tiles to fill the chip
 /// (chooseTiling).
 constexpr int64_t kFillChipK = 4096;
+/// A split GEMM's partial tiles cost 4 · S · M · N fp32 bytes written and
+/// read against 2 · blockM · blockN · K flops a block: per unit of a
+/// block's time, 4 · rate / bandwidth · S · tiles / K, with a
+/// multiprocessor's sustained BF16 rate over the memory's bandwidth about
+/// 5 TFLOP/s over 4 TB/s on an H200 (docs/benchmarks.md) — so 5.
+constexpr double kSplitSumCost = 5.0;
 } // namespace
 
 InFlightDiagnostic GemmKernelLowering::refuse(const Twine &why) {
@@ -138,13 +144,15 @@ void GemmKernelLowering::chooseTiling() {
   // tiles fill the chip. Each result's sum over K is the same whatever its
   // tile; a short K keeps the largest tiles (the launch is short anyway).
   auto tiles = [&] { return (m / t.blockM) * (n / t.blockN); };
-  while (k >= kFillChipK && tiles() < multiprocessors()) {
+  const bool bf16 = lhs.kind == OperandKind::BF16;
+  // BF16 splits K instead (chosen below, once the step is known): its
+  // largest tiles stay, and their blocks fill the chip.
+  while (!bf16 && k >= kFillChipK && tiles() < multiprocessors()) {
     int64_t &longer = t.blockN >= t.blockM ? t.blockN : t.blockM;
     if (longer <= 64)
       break;
     longer /= 2;
   }
-  const bool bf16 = lhs.kind == OperandKind::BF16;
   t.chunk = bf16 ? k : std::min(lhs.block(), rhs.block());
   t.layout = stagedLayout();
   // The longest step whose two staged buffers fit the chip's limit.
@@ -170,6 +178,26 @@ void GemmKernelLowering::chooseTiling() {
       break;
   }
   t.threads = blockThreads();
+  // A BF16 GEMM whose tiles each sum a long K and leave multiprocessors
+  // idle (a small weight's Wgrad over the batch's tokens: 640 x 640 is 25
+  // tiles of 128 x 128) splits K across 2 to 16 blocks a tile, each summing
+  // at least kFillChipK / 4 of it. Its time, in units of one block summing
+  // all of K: the waves of blocks, ceil(tiles · S / multiprocessors) / S,
+  // plus the partial tiles' writes and reads, kSplitSumCost · S · tiles /
+  // K; the cheapest split (the smaller on a tie).
+  if (bf16 && k >= kFillChipK && tiles() < multiprocessors()) {
+    auto cost = [&](int64_t s) {
+      const int64_t waves =
+          (tiles() * s + multiprocessors() - 1) / multiprocessors();
+      return static_cast<double>(waves) / static_cast<double>(s) +
+             kSplitSumCost * static_cast<double>(s * tiles()) /
+                 static_cast<double>(k);
+    };
+    for (int64_t s = 2; s <= 16; s *= 2)
+      if ((k / t.stepK) % s == 0 && k / s >= kFillChipK / 4 &&
+          cost(s) < cost(t.splitK))
+        t.splitK = s;
+  }
 }
 
 bool GemmKernelLowering::sumsExactly() const {
@@ -239,6 +267,8 @@ LogicalResult GemmKernelLowering::lower(ModuleOp module) {
       buildFold(inner, *operand);
   }
   buildGemm(inner);
+  if (tiling.splitK > 1)
+    buildSplitSum(inner);
   return success();
 }
 
@@ -330,12 +360,16 @@ DictionaryAttr GemmKernelLowering::describe(Builder &b) {
     if (sumsExactly() && copyStaged())
       add("exact", operand->count());
   }
+  if (tiling.splitK > 1)
+    scratch.push_back(b.getNamedAttr(
+        "partials", b.getI64IntegerAttr(4 * tiling.splitK * m * n)));
   SmallVector<NamedAttribute> planFields = {
       b.getNamedAttr("block_tile",
                      b.getDenseI64ArrayAttr({tiling.blockM, tiling.blockN})),
       b.getNamedAttr("group_tile", b.getDenseI64ArrayAttr(groupTile())),
       b.getNamedAttr("threads", b.getI64IntegerAttr(tiling.threads)),
       b.getNamedAttr("step_k", b.getI64IntegerAttr(tiling.stepK)),
+      b.getNamedAttr("split_k", b.getI64IntegerAttr(tiling.splitK)),
       b.getNamedAttr("chunk", b.getI64IntegerAttr(tiling.chunk)),
       b.getNamedAttr("staged_bytes",
                      b.getI64IntegerAttr(stagedBuffers() * stageBytes())),
@@ -1152,6 +1186,8 @@ struct OperandStaging {
   Value exact, exactRefs;
   int64_t rows;        ///< Rows (columns) of the block's tile it covers.
   int64_t stepK, k, threads;
+  /// The block's first step of K (index): a split GEMM's share.
+  Value firstStep;
   int64_t scalesAt;
   bool packed; ///< E2M1 codes staged two per byte (16 codes as 8 bytes).
   Value origin; ///< The block's first row (column), index.
@@ -1211,7 +1247,8 @@ struct OperandStaging {
   Value wordOf(QuantizationEmitter &e, Value thread, Value step, int64_t q) {
     auto [r, kk] = vectorAt(e, thread, q);
     Value row = e.addIndex(origin, r);
-    Value along = e.addIndex(e.mulIndex(step, e.cIndex(stepK)), kk);
+    Value along = e.addIndex(
+        e.mulIndex(e.addIndex(firstStep, step), e.cIndex(stepK)), kk);
     Value element =
         operand->mnMajor
             ? e.addIndex(e.mulIndex(along, e.cIndex(operand->type.getDimSize(1))),
@@ -1237,7 +1274,8 @@ struct OperandStaging {
         // Staged as [block of the step][row]; global [row][block].
         Value c = e.divIndex(w, rows);
         Value r = arith::RemUIOp::create(e.b, w, e.cIndex(rows));
-        Value chunk = e.addIndex(e.mulIndex(step, e.cIndex(perStep)), c);
+        Value chunk = e.addIndex(
+            e.mulIndex(e.addIndex(firstStep, step), e.cIndex(perStep)), c);
         Value index = e.addIndex(
             e.mulIndex(e.addIndex(origin, r), e.cIndex(k / block)), chunk);
         values.push_back(memref::LoadOp::create(e.b, scales, ValueRange{index}));
@@ -1332,11 +1370,18 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
       arguments.push_back(
           {scratch + ".exact_refs", flat(operand->count() / k, i32)});
   }
-  arguments.push_back({"result:0", flat(m * n, f32)});
-  gpu::GPUFuncOp func =
-      createLaunch(moduleBuilder, matmul.getLoc(),
-                   (kernel.getKernelName() + "__gemm").str(), arguments,
-                   {n / tiling.blockN, m / tiling.blockM, 1}, {threads, 1, 1});
+  // A split GEMM's blocks write partial tiles ([split][M][N]), which
+  // buildSplitSum's launch adds into the result.
+  const int64_t splitK = tiling.splitK;
+  arguments.push_back(splitK > 1
+                          ? std::pair<std::string, Type>{"scratch:partials",
+                                                         flat(splitK * m * n, f32)}
+                          : std::pair<std::string, Type>{"result:0",
+                                                         flat(m * n, f32)});
+  gpu::GPUFuncOp func = createLaunch(
+      moduleBuilder, matmul.getLoc(), (kernel.getKernelName() + "__gemm").str(),
+      arguments, {n / tiling.blockN, m / tiling.blockM, splitK},
+      {threads, 1, 1});
   Attribute workgroup = gpu::AddressSpaceAttr::get(
       context, gpu::GPUDialect::getWorkgroupAddressSpace());
   auto sharedType = [&](int64_t count, Type element) {
@@ -1376,6 +1421,10 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     tileOf[0] = e.addIndex(firstRow, arith::RemUIOp::create(b, inGroup, rows));
     tileOf[1] = arith::DivUIOp::create(b, inGroup, rows);
   }
+  // The block's share of K: steps firstStep .. firstStep + steps - 1.
+  const int64_t steps = k / tiling.stepK / splitK;
+  Value split = gpu::BlockIdOp::create(b, gpu::Dimension::z);
+  Value firstStep = e.mulIndex(split, e.cIndex(steps));
   unsigned argument = 0;
   OperandStaging staging[2];
   Value tensorScales[2];
@@ -1404,6 +1453,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
       return stagedByte(e, stageAt, side, r, kk);
     };
     s.stepK = tiling.stepK;
+    s.firstStep = firstStep;
     s.k = k;
     s.threads = threads;
     s.origin = e.mulIndex(tileOf[side], e.cIndex(s.rows));
@@ -1512,7 +1562,6 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     }
   }
 
-  const int64_t steps = k / tiling.stepK;
   auto stageOf = [&](Value s, int64_t buffers) {
     return e.mulIndex(arith::RemUIOp::create(b, s, e.cIndex(buffers)),
                       e.cIndex(stageBytes()));
@@ -1687,8 +1736,10 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
             e.shl(e.sub(refs(Fold), e.c32(127)), e.c32(23)), e.f32());
         value = e.select(foldable, e.mulf(value, scale), value);
       }
-      Value at = e.addIndex(e.mulIndex(e.addIndex(row0, row), e.cIndex(n)),
-                            e.addIndex(col0, col));
+      Value at = e.addIndex(
+          e.mulIndex(split, e.cIndex(m * n)),
+          e.addIndex(e.mulIndex(e.addIndex(row0, row), e.cIndex(n)),
+                     e.addIndex(col0, col)));
       auto write = [&] { memref::StoreOp::create(b, value, out, ValueRange{at}); };
       if (!keep)
         return write();
@@ -1735,6 +1786,47 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
                            : accumulateThroughRegisters(/*exact=*/true),
               /*exact=*/true, pairExact);
   }
+  gpu::ReturnOp::create(b);
+}
+
+void GemmKernelLowering::buildSplitSum(OpBuilder &moduleBuilder) {
+  MLIRContext *context = kernel.getContext();
+  Type f32 = Float32Type::get(context);
+  const int64_t splitK = tiling.splitK, count = m * n;
+  // A thread per four results (m and n are multiples of 32): 16-byte
+  // loads of each partial tile in split order, one 16-byte store.
+  const int64_t threads = count / 4;
+  gpu::GPUFuncOp func = createLaunch(
+      moduleBuilder, matmul.getLoc(), (kernel.getKernelName() + "__sum").str(),
+      {{"scratch:partials", flat(splitK * count, f32)},
+       {"result:0", flat(count, f32)}},
+      {(threads + kPrologueThreads - 1) / kPrologueThreads, 1, 1},
+      {kPrologueThreads, 1, 1});
+  Block &entry = func.getBody().front();
+  ImplicitLocOpBuilder b(matmul.getLoc(), context);
+  b.setInsertionPointToStart(&entry);
+  QuantizationEmitter e(b);
+  Value thread = e.addIndex(
+      e.mulIndex(gpu::BlockIdOp::create(b, gpu::Dimension::x),
+                 e.cIndex(kPrologueThreads)),
+      gpu::ThreadIdOp::create(b, gpu::Dimension::x));
+  auto guard = scf::IfOp::create(
+      b, arith::CmpIOp::create(b, CmpIPredicate::ult, thread, e.cIndex(threads)),
+      /*withElseRegion=*/false);
+  b.setInsertionPointToStart(&guard.getThenRegion().front());
+  Value first = e.mulIndex(thread, e.cIndex(4));
+  auto quadOf = [&](int64_t s) -> Value {
+    return vector::LoadOp::create(
+        b, VectorType::get({4}, f32), func.getArgument(0),
+        ValueRange{e.addIndex(first, e.cIndex(s * count))},
+        /*nontemporal=*/false, b.getI64IntegerAttr(16));
+  };
+  Value sum = quadOf(0);
+  for (int64_t s = 1; s < splitK; ++s)
+    sum = arith::AddFOp::create(b, sum, quadOf(s));
+  vector::StoreOp::create(b, sum, func.getArgument(1), ValueRange{first},
+                          /*nontemporal=*/false, b.getI64IntegerAttr(16));
+  b.setInsertionPointToEnd(&entry);
   gpu::ReturnOp::create(b);
 }
 

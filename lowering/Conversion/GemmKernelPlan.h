@@ -16,9 +16,12 @@
 //     first takes the rotated tensor's amax (a clear launch and an
 //     atomic-max launch);
 //   - the GEMM launch's tiling and memory movement (GemmTiling): a block
-//     (workgroup) per blockM x blockN tile of the result (smaller tiles,
-//     down to 64 x 64, where a long K's largest ones leave the chip's
-//     multiprocessors idle: a Wgrad of a small weight), one warp (wave)
+//     (workgroup) per blockM x blockN tile of the result (where a long K's
+//     largest tiles leave the chip's multiprocessors idle — a Wgrad of a
+//     small weight — smaller tiles, down to 64 x 64, or for BF16, whose
+//     contract sums all of K in any order, the same tiles with K split
+//     across 2 to 16 blocks, their partial tiles added in split order by
+//     a second launch, NAME__sum), one warp (wave)
 //     per 32 x 32 of it or the chip's issuing group (groupTile: sm_90a's
 //     wgmma warpgroups); K in steps of stepK staged in shared memory (LDS):
 //     each step's codes and scales are loaded from global memory into
@@ -136,6 +139,11 @@ struct GemmTiling {
   /// the bytes per K-major row of its staged tile (with its padding).
   bool packed[2] = {false, false};
   int64_t pitch[2] = {0, 0};
+  /// Blocks a tile's K is split across (BF16 alone, whose contract sums
+  /// all of K in fp32 in any order): each sums its share into its own
+  /// partial tile, and a second launch adds the partial tiles in split
+  /// order (deterministic). 1: not split.
+  int64_t splitK = 1;
   int64_t warps() const { return (blockM / warpM) * (blockN / warpN); }
 };
 
@@ -403,6 +411,8 @@ private:
   /// fibers' reference codes, then its folded and exact codes.
   void buildFold(mlir::OpBuilder &moduleBuilder, const OperandPlan &operand);
   void buildGemm(mlir::OpBuilder &moduleBuilder);
+  /// The launch adding a split GEMM's partial tiles (tiling.splitK > 1).
+  void buildSplitSum(mlir::OpBuilder &moduleBuilder);
   /// What the kernel computes, for the bundle's manifest and its checks.
   mlir::DictionaryAttr describe(mlir::Builder &b);
   mlir::DictionaryAttr describeOperand(mlir::Builder &b,

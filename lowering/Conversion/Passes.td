@@ -114,7 +114,9 @@ def ConvertTetraToNVVM : Pass<"convert-tetra-to-nvvm", "mlir::ModuleOp"> {
       shared-memory descriptors (staged stores fenced for the async proxy):
       MXFP4 one `m64nNk32` per scale block of 32 from zero, its results
       pinned after the wait by an empty asm; BF16 `m64nNk16` accumulating
-      all of K in the tensor cores' fp32.
+      all of K in the tensor cores' fp32 — or, `split_k` > 1 (a long K on
+      too few tiles), the block's share of K into its own partial tile,
+      which `NAME__sum` adds to the others in split order.
       MXFP4 x MXFP4 folds the block scales into the staged codes where the
       tile allows (`folds_scales` in the plan): the block first takes a
       reference code ref = max - 6 of each row's (column's) E8M0 codes
@@ -171,8 +173,9 @@ def ConvertTetraToNVVM : Pass<"convert-tetra-to-nvvm", "mlir::ModuleOp"> {
     Option<"blockTile", "block-tile", "int64_t", /*default=*/"128",
            "the largest side of a block's result tile (32, 64 or 128; at "
            "128, bf16 x bf16 tiles are 256 wide; a GEMM whose tiles sum a "
-           "K of 4096 or more takes smaller ones, down to 64, until they "
-           "fill the chip's multiprocessors)">,
+           "K of 4096 or more and do not fill the chip's multiprocessors "
+           "takes smaller ones, down to 64, or, bf16, splits K across "
+           "blocks)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -224,8 +227,9 @@ def ConvertTetraToAMDGPU : Pass<"convert-tetra-to-amdgpu", "mlir::ModuleOp"> {
            "the AMD chip (gfx950)">,
     Option<"blockTile", "block-tile", "int64_t", /*default=*/"128",
            "the largest side of a block's result tile (32, 64 or 128; a "
-           "GEMM whose tiles sum a K of 4096 or more takes smaller ones, "
-           "down to 64, until they fill the chip's compute units)">,
+           "GEMM whose tiles sum a K of 4096 or more and do not fill the "
+           "chip's compute units takes smaller ones, down to 64, or, bf16, "
+           "splits K across blocks)">,
   ];
   let dependentDialects = [
     "::mlir::amdgpu::AMDGPUDialect",

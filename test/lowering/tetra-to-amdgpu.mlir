@@ -25,8 +25,8 @@
 // AMD-SAME: scratch_encoding = "code", scratch_layout = "k_major"
 // NV-SAME: scratch_encoding = "e4m3", scratch_layout = "k_major"
 // PLAN-SAME: shape = array<i64: 128, 64>, tensor_id = 0 : i64}, m = 64 : i64, n = 32 : i64
-// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, exact_instruction = "v_mfma_scale_f32_16x16x128_f8f6f4", folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_scale_f32_16x16x128_f8f6f4", pitch = array<i64: 80, 80>, staged_buffers = 2 : i64, staged_bytes = 16384 : i64, staging = "registers", step_k = 128 : i64, sums_exactly = true, threads = 128 : i64}
-// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, exact_instruction = "mma.sync.m16n8k32.e4m3.e4m3", folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 128, 128>, staged_buffers = 2 : i64, staged_bytes = 26624 : i64, staging = "registers", step_k = 128 : i64, sums_exactly = true, threads = 64 : i64}
+// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, exact_instruction = "v_mfma_scale_f32_16x16x128_f8f6f4", folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_scale_f32_16x16x128_f8f6f4", pitch = array<i64: 80, 80>, split_k = 1 : i64, staged_buffers = 2 : i64, staged_bytes = 16384 : i64, staging = "registers", step_k = 128 : i64, sums_exactly = true, threads = 128 : i64}
+// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, exact_instruction = "mma.sync.m16n8k32.e4m3.e4m3", folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 128, 128>, split_k = 1 : i64, staged_buffers = 2 : i64, staged_bytes = 26624 : i64, staging = "registers", step_k = 128 : i64, sums_exactly = true, threads = 64 : i64}
 // PLAN-SAME: scratch = {lhs.codes = 8192 : i64, lhs.exact_refs = 256 : i64, lhs.scales = 256 : i64, rhs.codes = 4096 : i64, rhs.exact_refs = 128 : i64, rhs.scales = 128 : i64}
 // PLAN: gpu.func @wo_wgrad__lhs({{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>, tetra.launch = {arguments = ["input:0", "scratch:lhs.codes", "scratch:lhs.scales", "scalar:seed", "scalar:step"], block = array<i64: 128, 1, 1>, grid = array<i64: 2, 1, 1>}}
 // PLAN: memref.alloca() : memref<32xf32, #gpu.address_space<private>>
@@ -84,14 +84,27 @@ func.func @wgrad(%dy: tensor<128x64xf32>, %x: tensor<128x32xf32>) -> tensor<64x3
 
 // -----
 
-// A Wgrad with a long K (8192 tokens) and few tiles (640 x 640): both chips
-// halve the tiles to 64 x 64 (100 of them), each for its own
-// multiprocessors — 132 on an H200, 256 compute units on an MI355X, which
-// 64 x 64 does not fill either (the smallest the plan takes).
+// A BF16 Wgrad with a long K (8192 tokens) and few tiles (640 x 640 is 25
+// tiles of 128 x 128): both chips keep the tiles and split K across blocks,
+// each for its own multiprocessors — 132 on an H200: 4 splits (100 blocks,
+// one wave); 256 compute units on an MI355X: 8 (200 blocks) — each block
+// writing its partial tile, a second launch adding them in split order
+// (a thread per four results: 640 x 640 / 4 / 128 = 800 blocks).
 // PLAN-LABEL: gpu.module @wo_wgrad
-// PLAN-SAME: block_tile = array<i64: 64, 64>
+// PLAN-SAME: block_tile = array<i64: 128, 128>
+// AMD-SAME: split_k = 8 : i64
+// NV-SAME: split_k = 4 : i64
+// AMD-SAME: scratch = {lhs.codes = 10485760 : i64, partials = 13107200 : i64
+// NV-SAME: scratch = {lhs.codes = 10485760 : i64, partials = 6553600 : i64
 // PLAN: gpu.func @wo_wgrad__gemm
-// PLAN-SAME: grid = array<i64: 10, 10, 1>
+// PLAN-SAME: "scratch:partials"]
+// AMD-SAME: grid = array<i64: 5, 5, 8>
+// NV-SAME: grid = array<i64: 5, 5, 4>
+// PLAN: gpu.func @wo_wgrad__sum
+// PLAN-SAME: arguments = ["scratch:partials", "result:0"], block = array<i64: 128, 1, 1>, grid = array<i64: 800, 1, 1>
+// AMD-COUNT-7: arith.addf {{.*}} : vector<4xf32>
+// NV-COUNT-3: arith.addf {{.*}} : vector<4xf32>
+// PLAN-NOT: arith.addf
 #bf = #tetra.quant<bf16>
 func.func @bf16_wgrad(%dy: tensor<8192x640xf32>, %x: tensor<8192x640xf32>) -> tensor<640x640xf32> {
   %dw = tetra.kernel "wo_wgrad" (%a = %dy, %b = %x) : (tensor<8192x640xf32>, tensor<8192x640xf32>) -> tensor<640x640xf32> {
@@ -110,8 +123,8 @@ func.func @bf16_wgrad(%dy: tensor<8192x640xf32>, %x: tensor<8192x640xf32>) -> te
 // MXFP8: E4M3 codes go to the MFMA as E4M3 (format 0), E5M2 as E5M2. K =
 // 64 is one step of 64: one scaled MFMA 32x32x64 per wave.
 // PLAN-LABEL: gpu.module @mixed_fprop
-// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_scale_f32_32x32x64_f8f6f4", pitch = array<i64: 80, 80>, staged_buffers = 2 : i64, staged_bytes = 16384 : i64, staging = "registers", step_k = 64 : i64, sums_exactly = false, threads = 128 : i64}
-// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e5m2", pitch = array<i64: 64, 64>, staged_buffers = 2 : i64, staged_bytes = 14336 : i64, staging = "registers", step_k = 64 : i64, sums_exactly = false, threads = 64 : i64}
+// AMD-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_scale_f32_32x32x64_f8f6f4", pitch = array<i64: 80, 80>, split_k = 1 : i64, staged_buffers = 2 : i64, staged_bytes = 16384 : i64, staging = "registers", step_k = 64 : i64, sums_exactly = false, threads = 128 : i64}
+// NV-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e5m2", pitch = array<i64: 64, 64>, split_k = 1 : i64, staged_buffers = 2 : i64, staged_bytes = 14336 : i64, staging = "registers", step_k = 64 : i64, sums_exactly = false, threads = 64 : i64}
 // AMD: amdgpu.scaled_mfma 32x32x64 {{.*}} : f8E8M0FNU, vector<32xf8E4M3FN>, f8E8M0FNU, vector<32xf8E5M2>, vector<16xf32>
 // NV: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e5m2.f32"
 #e4 = #tetra.quant<mxfp8_e4m3>
@@ -134,8 +147,8 @@ func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 // registers, sm_90a in wgmma.m64n64k16 (one warpgroup) on steps copied by
 // cp.async through four staged buffers.
 // PLAN-LABEL: gpu.module @lm_head_dgrad
-// AMD-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_f32_32x32x16_bf16", pitch = array<i64: 144, 144>, staged_buffers = 2 : i64, staged_bytes = 36864 : i64, staging = "registers", step_k = 64 : i64, sums_exactly = false, threads = 256 : i64}
-// NV-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16", pitch = array<i64: 128, 128>, staged_buffers = 4 : i64, staged_bytes = 65536 : i64, staging = "async_copy", step_k = 64 : i64, sums_exactly = false, threads = 128 : i64}
+// AMD-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_f32_32x32x16_bf16", pitch = array<i64: 144, 144>, split_k = 1 : i64, staged_buffers = 2 : i64, staged_bytes = 36864 : i64, staging = "registers", step_k = 64 : i64, sums_exactly = false, threads = 256 : i64}
+// NV-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16", pitch = array<i64: 128, 128>, split_k = 1 : i64, staged_buffers = 4 : i64, staged_bytes = 65536 : i64, staging = "async_copy", step_k = 64 : i64, sums_exactly = false, threads = 128 : i64}
 // PLAN: gpu.func @lm_head_dgrad__lhs(%{{.*}}: memref<8192xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<4096xi32>
 // PLAN: gpu.func @lm_head_dgrad__rhs(%{{.*}}: memref<8192xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<4096xi32>
 // PLAN: gpu.func @lm_head_dgrad__gemm

@@ -23,7 +23,7 @@
 // CHECK-SAME: gemm = "layers.0.attn.wq.fprop"
 // CHECK-SAME: lhs = {axis = 1 : i64, block = 32 : i64, format = "e4m3", input = 0 : i64, kind = "mx", rotation = {kind = "none"}, rounding = "nearest_even", rule = "rceil", scale = "e8m0", scratch_encoding = "code", scratch_layout = "k_major"
 // CHECK-SAME: m = 64 : i64, n = 32 : i64
-// CHECK-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 64, 64>, staged_buffers = 2 : i64, staged_bytes = 14336 : i64, staging = "registers", step_k = 64 : i64, sums_exactly = false, threads = 64 : i64}
+// CHECK-SAME: plan = {block_tile = array<i64: 64, 32>, chunk = 32 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "mma.sync.m16n8k32.e4m3.e4m3", pitch = array<i64: 64, 64>, split_k = 1 : i64, staged_buffers = 2 : i64, staged_bytes = 14336 : i64, staging = "registers", step_k = 64 : i64, sums_exactly = false, threads = 64 : i64}
 // CHECK-SAME: transpose_lhs = false, transpose_rhs = true
 // The quantize launch unrolls every loop: a thread's 32 elements (K is
 // contiguous) are loaded once, 16 bytes a load, and held in registers for
@@ -191,8 +191,9 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // A BF16 Wgrad of a 640 x 640 weight over 8192 tokens (K long): its
 // largest tiles (128 x 256 would not divide 640; 128 x 128) are 25, far
 // from the H200's 132 multiprocessors, each summing all of K, so the plan
-// halves the longer side down to 64 x 64 (100 tiles: one warpgroup of 128
-// threads each, wgmma.m64n64k16).
+// splits K across 4 blocks a tile (100 blocks of two warpgroups,
+// wgmma.m64n128k16), each writing its partial tile (tetra-to-amdgpu.mlir
+// checks the launch adding them).
 // Both operands are reduced along their rows (K = tokens), and wgmma reads
 // BF16 tiles MN-major: their scratch keeps the inputs' own layout
 // (mn_major), so each prologue only rounds, eight elements a thread (8192
@@ -204,8 +205,9 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // A read column-major, B row-major (imm-trans-a, imm-trans-b = 1).
 // CHECK-LABEL: gpu.module @wo_wgrad
 // CHECK-SAME: lhs = {axis = 0 : i64, block = 0 : i64, format = "bf16", input = 0 : i64, kind = "bf16", rotation = {kind = "none"}, rounding = "nearest_even", rule = "none", scale = "none", scratch_encoding = "code", scratch_layout = "mn_major"
-// CHECK-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 8192 : i64, folds_scales = false, group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16"
-// CHECK-SAME: threads = 128 : i64
+// CHECK-SAME: plan = {block_tile = array<i64: 128, 128>, chunk = 8192 : i64, folds_scales = false, group_tile = array<i64: 64, 128>, instruction = "wgmma.m64n128k16.f32.bf16.bf16"
+// CHECK-SAME: split_k = 4 : i64
+// CHECK-SAME: threads = 256 : i64
 // CHECK-SAME: rhs = {axis = 0 : i64, block = 0 : i64, format = "bf16", input = 1 : i64, kind = "bf16", rotation = {kind = "none"}, rounding = "nearest_even", rule = "none", scale = "none", scratch_encoding = "code", scratch_layout = "mn_major"
 // CHECK: gpu.func @wo_wgrad__lhs(%{{.*}}: memref<5242880xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<2621440xi32> {llvm.align = 16 : i64}
 // CHECK-SAME: grid = array<i64: 5120, 1, 1>
@@ -214,9 +216,10 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // CHECK: gpu.func @wo_wgrad__rhs
 // CHECK-SAME: grid = array<i64: 5120, 1, 1>
 // CHECK: gpu.func @wo_wgrad__gemm
-// CHECK-SAME: block = array<i64: 128, 1, 1>, grid = array<i64: 10, 10, 1>
+// CHECK-SAME: block = array<i64: 256, 1, 1>, grid = array<i64: 5, 5, 4>
 // CHECK: arith.constant 4611686293338849280 : i64
-// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
+// CHECK: gpu.func @wo_wgrad__sum
 #bf = #tetra.quant<bf16>
 func.func @bf16_wgrad(%dy: tensor<8192x640xf32>, %x: tensor<8192x640xf32>) -> tensor<640x640xf32> {
   %dw = tetra.kernel "wo_wgrad" (%a = %dy, %b = %x) : (tensor<8192x640xf32>, tensor<8192x640xf32>) -> tensor<640x640xf32> {
@@ -293,7 +296,7 @@ func.func @bf16_dgrad(%dy: tensor<8192x640xf32>, %w: tensor<640x640xf32>) -> ten
 // 64 results per thread pinned after the wait and scaled in fp32 — on the
 // uniform flag's fast path one integer add and one fma each.
 // CHECK-LABEL: gpu.module @up_fprop
-// CHECK-SAME: plan = {block_tile = array<i64: 128, 128>, chunk = 32 : i64, exact_instruction = "wgmma.m64n128k32.s32.s8.s8", folds_scales = true, group_tile = array<i64: 64, 128>, instruction = "wgmma.m64n128k32.f32.e4m3.e4m3", pitch = array<i64: 128, 128>, staged_buffers = 4 : i64, staged_bytes = 135168 : i64, staging = "async_copy", step_k = 128 : i64, sums_exactly = true, threads = 256 : i64}
+// CHECK-SAME: plan = {block_tile = array<i64: 128, 128>, chunk = 32 : i64, exact_instruction = "wgmma.m64n128k32.s32.s8.s8", folds_scales = true, group_tile = array<i64: 64, 128>, instruction = "wgmma.m64n128k32.f32.e4m3.e4m3", pitch = array<i64: 128, 128>, split_k = 1 : i64, staged_buffers = 4 : i64, staged_bytes = 135168 : i64, staging = "async_copy", step_k = 128 : i64, sums_exactly = true, threads = 256 : i64}
 // CHECK-SAME: scratch = {lhs.codes = 16384 : i64, lhs.exact = 16384 : i64, lhs.exact_refs = 512 : i64, lhs.fold_refs = 512 : i64, lhs.folded = 16384 : i64, lhs.scales = 512 : i64
 // Every buffer argument 16-byte aligned.
 // CHECK: gpu.func @up_fprop__lhs(%{{.*}}: memref<16384xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<4096xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<512xi8> {llvm.align = 16 : i64}, %{{.*}}: i64, %{{.*}}: i64)
