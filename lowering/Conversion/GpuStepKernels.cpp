@@ -10,6 +10,7 @@
 #include "runtime/kernels/Rope.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
 #include <cstring>
@@ -102,26 +103,59 @@ LogicalResult tetra::conversion::lowerElementwiseKernel(KernelOp kernel,
     arguments.push_back({fmt::format("input:{}", i), flat(count, f32)});
   for (unsigned i = 0; i < kernel.getNumResults(); ++i)
     arguments.push_back({fmt::format("result:{}", i), flat(count, f32)});
+  // Four elements a thread where the count allows: one 16-byte load of
+  // each input and one 16-byte store of each result (the buffers start on
+  // 16-byte boundaries) keep four times the bytes in flight — the kernels
+  // stream memory, and one element a thread left the H200's bandwidth a
+  // quarter idle (docs/benchmarks.md). Elements are still computed one by
+  // one, the same operations on the same values.
+  const int64_t lanes = count % 4 == 0 ? 4 : 1;
+  const int64_t threads = count / lanes;
   gpu::GPUFuncOp func = createLaunch(
       inner, kernel.getLoc(), kernel.getKernelName().str(), arguments,
-      {ceilDiv(count, kElementwiseThreads), 1, 1},
+      {ceilDiv(threads, kElementwiseThreads), 1, 1},
       {kElementwiseThreads, 1, 1});
   Body body(func);
-  Value i = body.global(kElementwiseThreads);
-  body.ifThen(body.ult(i, body.e.cIndex(count)), [&] {
-    IRMapping values;
-    for (auto [n, argument] : llvm::enumerate(entry.getArguments()))
-      values.map(argument, body.load(func.getArgument(n), i));
-    for (Operation &op : entry.without_terminator()) {
-      SmallVector<Value> x;
-      for (Value operand : op.getOperands())
-        x.push_back(values.lookup(operand));
-      values.map(op.getResult(0), elementwiseValue(body, &op, x));
+  QuantizationEmitter &e = body.e;
+  Value t = body.global(kElementwiseThreads);
+  body.ifThen(body.ult(t, e.cIndex(threads)), [&] {
+    Value first = e.mulIndex(t, e.cIndex(lanes));
+    auto vectorType = VectorType::get({lanes}, f32);
+    SmallVector<IRMapping> values(lanes);
+    for (auto [n, argument] : llvm::enumerate(entry.getArguments())) {
+      if (lanes == 1) {
+        values[0].map(argument, body.load(func.getArgument(n), first));
+        continue;
+      }
+      Value loaded = vector::LoadOp::create(
+          body.b, vectorType, func.getArgument(n), ValueRange{first},
+          /*nontemporal=*/false, body.b.getI64IntegerAttr(16));
+      for (int64_t l = 0; l < lanes; ++l)
+        values[l].map(argument, vector::ExtractOp::create(
+                                    body.b, loaded, ArrayRef<int64_t>{l}));
     }
+    for (int64_t l = 0; l < lanes; ++l)
+      for (Operation &op : entry.without_terminator()) {
+        SmallVector<Value> x;
+        for (Value operand : op.getOperands())
+          x.push_back(values[l].lookup(operand));
+        values[l].map(op.getResult(0), elementwiseValue(body, &op, x));
+      }
     for (auto [n, yielded] :
-         llvm::enumerate(entry.getTerminator()->getOperands()))
-      body.store(values.lookup(yielded),
-                 func.getArgument(entry.getNumArguments() + n), i);
+         llvm::enumerate(entry.getTerminator()->getOperands())) {
+      Value out = func.getArgument(entry.getNumArguments() + n);
+      if (lanes == 1) {
+        body.store(values[0].lookup(yielded), out, first);
+        continue;
+      }
+      SmallVector<Value> lanesOut;
+      for (int64_t l = 0; l < lanes; ++l)
+        lanesOut.push_back(values[l].lookup(yielded));
+      vector::StoreOp::create(
+          body.b, vector::FromElementsOp::create(body.b, vectorType, lanesOut),
+          out, ValueRange{first}, /*nontemporal=*/false,
+          body.b.getI64IntegerAttr(16));
+    }
   });
   body.finish();
   return success();
