@@ -835,6 +835,21 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
   }
 }
 
+/// A launch's thread (block x · kPrologueThreads + thread x), the
+/// builder's point then inside `if thread < threads`.
+static Value guardedThread(QuantizationEmitter &e, int64_t threads) {
+  Value thread = e.addIndex(
+      e.mulIndex(gpu::BlockIdOp::create(e.b, gpu::Dimension::x),
+                 e.cIndex(kPrologueThreads)),
+      gpu::ThreadIdOp::create(e.b, gpu::Dimension::x));
+  auto guard = scf::IfOp::create(
+      e.b, arith::CmpIOp::create(e.b, CmpIPredicate::ult, thread,
+                                 e.cIndex(threads)),
+      /*withElseRegion=*/false);
+  e.b.setInsertionPointToStart(&guard.getThenRegion().front());
+  return thread;
+}
+
 void GemmKernelLowering::buildRoundingPrologue(OpBuilder &moduleBuilder,
                                                const OperandPlan &operand) {
   MLIRContext *context = kernel.getContext();
@@ -857,14 +872,7 @@ void GemmKernelLowering::buildRoundingPrologue(OpBuilder &moduleBuilder,
   b.setInsertionPointToStart(&entry);
   QuantizationEmitter e(b);
   e.unrollsLoops = true;
-  Value thread = e.addIndex(
-      e.mulIndex(gpu::BlockIdOp::create(b, gpu::Dimension::x),
-                 e.cIndex(kPrologueThreads)),
-      gpu::ThreadIdOp::create(b, gpu::Dimension::x));
-  auto guard = scf::IfOp::create(
-      b, arith::CmpIOp::create(b, CmpIPredicate::ult, thread, e.cIndex(threads)),
-      /*withElseRegion=*/false);
-  b.setInsertionPointToStart(&guard.getThenRegion().front());
+  Value thread = guardedThread(e, threads);
   const FormatConstants bf16 = constantsOf(numerics::ElementFormat::BF16);
   Value first = e.mulIndex(thread, e.cIndex(8));
   SmallVector<Value> values;
@@ -1806,14 +1814,7 @@ void GemmKernelLowering::buildSplitSum(OpBuilder &moduleBuilder) {
   ImplicitLocOpBuilder b(matmul.getLoc(), context);
   b.setInsertionPointToStart(&entry);
   QuantizationEmitter e(b);
-  Value thread = e.addIndex(
-      e.mulIndex(gpu::BlockIdOp::create(b, gpu::Dimension::x),
-                 e.cIndex(kPrologueThreads)),
-      gpu::ThreadIdOp::create(b, gpu::Dimension::x));
-  auto guard = scf::IfOp::create(
-      b, arith::CmpIOp::create(b, CmpIPredicate::ult, thread, e.cIndex(threads)),
-      /*withElseRegion=*/false);
-  b.setInsertionPointToStart(&guard.getThenRegion().front());
+  Value thread = guardedThread(e, threads);
   Value first = e.mulIndex(thread, e.cIndex(4));
   auto quadOf = [&](int64_t s) -> Value {
     return vector::LoadOp::create(
