@@ -18,7 +18,9 @@
 # tool returns at most a few files); a table last, with the seconds each part
 # took. CHECK=0 skips the kernel checks; STEPS_125M sets the 125M runs' steps
 # (default 4); PROFILE=1 adds each 125M bundle's per-kernel profile
-# (tetra-run --profile); each command has a time limit.
+# (tetra-run --profile), NCU=1 the GPU's own kernel times of one step by
+# family (Nsight Compute, bench/step_kernel_times.py); each command has a
+# time limit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp}/gpu_step"
@@ -105,6 +107,16 @@ for bundle in build/step-bundles/125m-*.tbundle; do
     timeout 120 $run "$bundle" --data data/c4/c4-train.sample.json.gz \
       --tokenizer gpt2:data/tokenizers/gpt2 --profile > "$out/profile-$policy.txt" 2>&1
     summary+=("125m $policy profile: $(tail -1 "$out/profile-$policy.txt")")
+  fi
+  if [[ ${NCU:-0} != 0 ]]; then
+    # The GPU's own kernel durations, filed by family (bench/step_kernel_times.py).
+    timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+      $run "$bundle" --data data/c4/c4-train.sample.json.gz \
+      --tokenizer gpt2:data/tokenizers/gpt2 --profile > "$out/ncu-$policy.csv" 2>&1
+    python3 bench/step_kernel_times.py "$bundle" "$out/ncu-$policy.csv" \
+      > "$out/ncu-$policy.txt" 2>&1
+    summary+=("125m $policy kernels: $(tail -1 "$out/ncu-$policy.txt")")
+    gzip -f "$out/ncu-$policy.csv"
   fi
   rm -rf "$out/speed/$policy/checkpoints" # 1.5 GB a run: not worth carrying back
 done
