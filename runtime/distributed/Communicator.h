@@ -81,6 +81,9 @@ public:
   /// In place, on host memory whatever the engine (a few scalars: losses,
   /// flags): the sum over the ranks.
   virtual io::Status allReduceHost(double *data, size_t count) = 0;
+  /// In place: every rank's `count` floats at `data` (the engine's memory,
+  /// as allReduceSum's) become rank `root`'s, bit for bit.
+  virtual io::Status broadcast(float *data, size_t count, int root) = 0;
   /// Returns once every rank has called it.
   virtual io::Status barrier() = 0;
 };

@@ -4,6 +4,7 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/broadcast.h>
 #include <gloo/barrier.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
@@ -88,6 +89,19 @@ public:
     if (size() == 1 || count == 0)
       return io::success();
     return guarded("all-reduce", [&] { sum(data, count); });
+  }
+
+  io::Status broadcast(float *data, size_t count, int root) override {
+    if (size() == 1 || count == 0)
+      return io::success();
+    return guarded("broadcast", [&] {
+      gloo::BroadcastOptions options(context_);
+      options.setOutput(data, count);
+      options.setRoot(root);
+      options.setTag(nextTag());
+      options.setTimeout(timeout_);
+      gloo::broadcast(options);
+    });
   }
 
   io::Status barrier() override {

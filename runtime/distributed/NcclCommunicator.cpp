@@ -32,6 +32,8 @@ struct Library {
   Result (*commInitRank)(Comm *, int, UniqueId, int) = nullptr;
   Result (*allReduce)(const void *, void *, size_t, int, int, Comm,
                       void *) = nullptr;
+  Result (*broadcast)(const void *, void *, size_t, int, int, Comm,
+                      void *) = nullptr;
   Result (*commGetAsyncError)(Comm, Result *) = nullptr;
   Result (*commAbort)(Comm) = nullptr;
   Result (*commDestroy)(Comm) = nullptr;
@@ -68,6 +70,7 @@ io::Expected<Library> load(GpuCollectives which) {
   resolve(library.getUniqueId, "ncclGetUniqueId");
   resolve(library.commInitRank, "ncclCommInitRank");
   resolve(library.allReduce, "ncclAllReduce");
+  resolve(library.broadcast, "ncclBroadcast");
   resolve(library.commGetAsyncError, "ncclCommGetAsyncError");
   resolve(library.commAbort, "ncclCommAbort");
   resolve(library.commDestroy, "ncclCommDestroy");
@@ -111,6 +114,19 @@ public:
       return io::Error(
           fmt::format("{} all-reduce: {}", engine_, library_.error(r)));
     return wait("all-reduce");
+  }
+
+  io::Status broadcast(float *data, size_t count, int root) override {
+    if (count == 0)
+      return io::success();
+    if (aborted_)
+      return io::Error(engine_ + ": the communicator was aborted");
+    Result r = library_.broadcast(data, data, count, kFloat32, root, comm_,
+                                  nullptr);
+    if (r != kSuccess)
+      return io::Error(
+          fmt::format("{} broadcast: {}", engine_, library_.error(r)));
+    return wait("broadcast");
   }
 
   io::Status allReduceHost(double *data, size_t count) override {

@@ -129,12 +129,17 @@ io::Status StepExecutor::checkRange(int begin, int end) const {
       begin > end)
     return io::Error(fmt::format("schedule '{}': no launches [{}, {})",
                                  schedule_.name, begin, end));
-  for (size_t i = 0; i < bound_.size(); ++i)
-    if (!bound_[i])
-      return io::Error("schedule '" + schedule_.name + "': buffer '" +
-                       schedule_.buffers[i].name + "' (" +
-                       std::string(bufferRoleName(schedule_.buffers[i].role)) +
-                       ") is not bound");
+  // Every buffer a launch of the range names (a rank that keeps a shard of
+  // the optimizer state binds only its own moments, and runs only their
+  // updates).
+  for (int l = begin; l < end; ++l)
+    for (int i : schedule_.launches[l].buffers)
+      if (!bound_[i])
+        return io::Error(
+            "schedule '" + schedule_.name + "': buffer '" +
+            schedule_.buffers[i].name + "' (" +
+            std::string(bufferRoleName(schedule_.buffers[i].role)) +
+            ") is not bound");
   return io::success();
 }
 

@@ -70,11 +70,46 @@ Trainer::create(backend::Backend &backend, const schedule::Schedule &step,
     if (io::Status zeroed = backend.fill(*allocated, 0); !zeroed)
       return zeroed.error();
   }
-  // Every bound buffer of the step, allocated here and owned by the trainer.
+  // Sharded optimizer state: each parameter to the rank holding the fewest
+  // elements so far (the lowest such rank), in the parameters' order.
+  std::map<std::string, size_t> parameterIndex;
+  for (size_t p = 0; p < trainer->config_.parameters.size(); ++p)
+    parameterIndex[trainer->config_.parameters[p].name] = p;
+  const bool sharded = trainer->config_.shardOptimizer &&
+                       trainer->config_.communicator && trainer->ranks() > 1;
+  if (sharded) {
+    std::vector<int64_t> held(static_cast<size_t>(trainer->ranks()), 0);
+    int64_t largest = 0;
+    for (const ParameterSpec &spec : trainer->config_.parameters) {
+      auto least = std::min_element(held.begin(), held.end());
+      trainer->owner_.push_back(static_cast<int>(least - held.begin()));
+      *least += spec.numElements();
+      largest = std::max(largest, spec.numElements());
+    }
+    io::Expected<backend::Buffer> receive =
+        backend.allocate(static_cast<size_t>(largest) * sizeof(float));
+    if (!receive)
+      return receive.error();
+    trainer->receiveBuffer_ = *receive;
+  }
+  // The parameter whose moment `buffer` is ("m.NAME", "v.NAME"), or none.
+  auto momentOf = [&](const schedule::BufferDesc &buffer) -> std::optional<size_t> {
+    if (buffer.role != schedule::BufferRole::AdamM &&
+        buffer.role != schedule::BufferRole::AdamV)
+      return std::nullopt;
+    auto found = parameterIndex.find(buffer.name.substr(2));
+    if (found == parameterIndex.end())
+      return std::nullopt;
+    return found->second;
+  };
+  // Every bound buffer of the step, allocated here and owned by the trainer
+  // (sharded: the moments of this rank's parameters alone).
   int64_t gradientAt = 0;
   for (const schedule::BufferDesc &buffer : step.buffers) {
     if (buffer.role == schedule::BufferRole::Temporary ||
         buffer.role == schedule::BufferRole::Constant)
+      continue;
+    if (std::optional<size_t> p = momentOf(buffer); p && !trainer->ownsMoments(*p))
       continue;
     io::Expected<backend::Buffer> allocated =
         buffer.role == schedule::BufferRole::Gradient
@@ -92,6 +127,22 @@ Trainer::create(backend::Backend &backend, const schedule::Schedule &step,
       return bound.error();
   }
   const schedule::Schedule &schedule = trainer->executor_->schedule();
+  // The update phase's launches this rank runs (sharded: all but those
+  // naming another rank's moments), as ranges.
+  for (int l = schedule.updateBegin();
+       l >= 0 && l < static_cast<int>(schedule.launches.size()); ++l) {
+    bool here = true;
+    for (int b : schedule.launches[l].buffers)
+      if (std::optional<size_t> p = momentOf(schedule.buffers[b]))
+        here &= trainer->ownsMoments(*p);
+    if (!here)
+      continue;
+    if (!trainer->updateRanges_.empty() &&
+        trainer->updateRanges_.back().second == l)
+      trainer->updateRanges_.back().second = l + 1;
+    else
+      trainer->updateRanges_.push_back({l, l + 1});
+  }
   if (schedule.phases.gradientsEnd < 0)
     return io::Error("the compiled step '" + schedule.name +
                      "' has no optimizer phases: not a training step");
@@ -175,7 +226,9 @@ io::Status Trainer::initialize() {
     if (io::Status s = upload(spec.name, values.data(), values.size() * 4); !s)
       return s;
     for (const char *prefix : {"m.", "v."})
-      if (io::Status s =
+      if (!ownsMoments(p))
+        break;
+      else if (io::Status s =
               upload(prefix + spec.name, zeros.data(), zeros.size() * 4);
           !s)
         return s;
@@ -326,6 +379,76 @@ io::Status Trainer::reduceGradients() {
   return io::success();
 }
 
+int64_t Trainer::momentElementsHere() const {
+  int64_t elements = 0;
+  for (size_t p = 0; p < config_.parameters.size(); ++p)
+    if (ownsMoments(p))
+      elements += config_.parameters[p].numElements();
+  return elements;
+}
+
+io::Status Trainer::runUpdate() {
+  for (auto [begin, end] : updateRanges_)
+    if (io::Status ran = executor_->run(begin, end); !ran)
+      return ran;
+  if (owner_.empty())
+    return io::success();
+  if (io::Status done = backend_.synchronize(); !done)
+    return done;
+  for (size_t p = 0; p < config_.parameters.size(); ++p) {
+    const ParameterSpec &spec = config_.parameters[p];
+    io::Expected<backend::Buffer> parameter = executor_->buffer(spec.name);
+    if (!parameter)
+      return parameter.error();
+    if (io::Status sent = config_.communicator->broadcast(
+            reinterpret_cast<float *>(parameter->address()),
+            static_cast<size_t>(spec.numElements()), owner_[p]);
+        !sent)
+      return io::Error(fmt::format("parameter '{}' from rank {}: {}",
+                                   spec.name, owner_[p],
+                                   sent.error().message()));
+  }
+  return io::success();
+}
+
+io::Status Trainer::gatherMoments() {
+  gatheredMoments_.clear();
+  if (owner_.empty())
+    return io::success();
+  for (size_t p = 0; p < config_.parameters.size(); ++p) {
+    if (owner_[p] == 0)
+      continue; // rank 0 has them
+    const ParameterSpec &spec = config_.parameters[p];
+    const size_t count = static_cast<size_t>(spec.numElements());
+    for (const char *prefix : {"m.", "v."}) {
+      const std::string name = prefix + spec.name;
+      backend::Buffer at = receiveBuffer_;
+      if (ownsMoments(p)) {
+        io::Expected<backend::Buffer> own = executor_->buffer(name);
+        if (!own)
+          return own.error();
+        at = *own;
+      }
+      if (io::Status sent = config_.communicator->broadcast(
+              reinterpret_cast<float *>(at.address()), count, owner_[p]);
+          !sent)
+        return io::Error(fmt::format("moments '{}' from rank {}: {}", name,
+                                     owner_[p], sent.error().message()));
+      if (rank() != 0)
+        continue;
+      std::vector<float> &values = gatheredMoments_[name];
+      values.resize(count);
+      if (io::Status copied = backend_.copyToHost(values.data(), at,
+                                                  count * sizeof(float));
+          !copied)
+        return copied;
+      if (io::Status done = backend_.synchronize(); !done)
+        return done;
+    }
+  }
+  return io::success();
+}
+
 io::Expected<bool> Trainer::nextTrainingBatch(data::Batch &batch) {
   if (!readAhead_)
     return readOwnBatch(batch, nullptr);
@@ -416,9 +539,7 @@ io::Expected<Trainer::StepOutcome> Trainer::runStep(int64_t step, double lr,
     return locateNonFinite(fmt::format("{}loss {}, gradient norm {}", where,
                                        outcome.loss, outcome.gradNorm),
                            batches);
-  if (io::Status ran = executor_->run(
-          schedule.updateBegin(), static_cast<int>(schedule.launches.size()));
-      !ran)
+  if (io::Status ran = runUpdate(); !ran)
     return io::Error(where + ran.error().message());
   if (io::Status done = backend_.synchronize(); !done)
     return done.error();
@@ -442,8 +563,12 @@ io::Expected<std::string> Trainer::saveCheckpoint(double elapsedSeconds) {
       &state.parameters, &state.optimizerM, &state.optimizerV};
   for (int list = 0; list < 3; ++list)
     for (const ParameterSpec &spec : config_.parameters) {
+      // Sharded: another rank's moments, gathered (gatherMoments).
+      auto gathered = gatheredMoments_.find(kPrefixes[list] + spec.name);
       io::Expected<std::vector<float>> values =
-          read(kPrefixes[list] + spec.name);
+          list > 0 && gathered != gatheredMoments_.end()
+              ? io::Expected<std::vector<float>>(gathered->second)
+              : read(kPrefixes[list] + spec.name);
       if (!values)
         return values.error();
       checkpoint::Tensor tensor;
@@ -504,12 +629,15 @@ io::Status Trainer::resume(const std::string &directory) {
   const std::vector<checkpoint::Tensor> *lists[] = {
       &state->parameters, &state->optimizerM, &state->optimizerV};
   for (int list = 0; list < 3; ++list)
-    for (const ParameterSpec &parameter : config_.parameters) {
+    for (size_t p = 0; p < config_.parameters.size(); ++p) {
+      const ParameterSpec &parameter = config_.parameters[p];
       const checkpoint::Tensor *tensor =
           checkpoint::TrainingState::find(*lists[list], parameter.name);
       if (!tensor)
         return io::Error("checkpoint in '" + directory + "' has no '" +
                          kPrefixes[list] + parameter.name + "'");
+      if (list > 0 && !ownsMoments(p))
+        continue; // another rank's shard
       if (io::Status s = upload(kPrefixes[list] + parameter.name,
                                 tensor->bytes.data(), tensor->bytes.size());
           !s)
@@ -611,6 +739,10 @@ io::Expected<TrainingSummary> Trainer::train() {
                     step == last || stopping);
     bool periodic = config_.checkpointInterval > 0 &&
                     (step % config_.checkpointInterval == 0 || step == last);
+    if (!owner_.empty() && (periodic || stopping))
+      if (io::Status gathered = gatherMoments(); !gathered)
+        return io::Error(fmt::format("checkpoint after step {}: {}", step,
+                                     gathered.error().message()));
     if (!config_.checkpointDir.empty() && (periodic || stopping)) {
       io::Expected<std::string> saved = saveCheckpoint(record.elapsedSeconds);
       if (!saved)

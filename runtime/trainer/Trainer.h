@@ -85,6 +85,15 @@ struct TrainerConfig {
   /// the caller decides which rank writes metrics and checkpoints.
   distributed::Communicator *communicator = nullptr;
   distributed::Reduction reduction = distributed::Reduction::Sum;
+  /// ZeRO-1 (with a communicator of several ranks): each parameter's AdamW
+  /// moments live on one rank, its owner (parameters dealt in order to the
+  /// rank holding the fewest elements so far), which alone allocates them
+  /// and runs the parameter's update; the owner then broadcasts the
+  /// updated parameter. Every rank still sums the whole gradients. The
+  /// values are those of the unsharded run, bit for bit; a checkpoint
+  /// gathers the moments (every rank takes part), so it is the same file,
+  /// resumable on any rank count, sharded or not.
+  bool shardOptimizer = false;
 };
 
 struct TrainingSummary {
@@ -193,6 +202,10 @@ public:
   /// The host copy of a bound f32 buffer ("embed", "m.embed", ...).
   io::Expected<std::vector<float>> read(const std::string &name);
 
+  /// The parameters' elements whose AdamW moments this rank keeps (all of
+  /// them unless config.shardOptimizer).
+  int64_t momentElementsHere() const;
+
 private:
   Trainer(backend::Backend &backend, TrainerConfig config, data::Packer train)
       : backend_(backend), config_(std::move(config)),
@@ -226,6 +239,17 @@ private:
   /// Sums the gradients across the ranks (config.communicator), all in
   /// one collective over `gradients_`.
   io::Status reduceGradients();
+  /// Whether this rank keeps parameter p's moments and runs its update
+  /// (always, unless config.shardOptimizer).
+  bool ownsMoments(size_t p) const {
+    return owner_.empty() || owner_[p] == rank();
+  }
+  /// The update phase: its launches, or (sharded) this rank's, then every
+  /// parameter broadcast from its owner.
+  io::Status runUpdate();
+  /// Sharded: every rank takes part; rank 0 gets the moments it does not
+  /// own into gatheredMoments_ (for its checkpoint).
+  io::Status gatherMoments();
   /// Reads the next training batch into readAhead_ (its errors and the
   /// end of the data surface when nextTrainingBatch takes it).
   void readAhead();
@@ -265,6 +289,14 @@ private:
   /// are slices of `gradients_`, one allocation the ranks sum at once.
   std::vector<std::pair<std::string, backend::Buffer>> buffers_;
   backend::Buffer gradients_;
+  /// Sharded optimizer state (config.shardOptimizer): each parameter's
+  /// owner (empty: not sharded), the update phase's launch ranges this
+  /// rank runs, a buffer the size of the largest parameter for receiving
+  /// moments, and rank 0's gathered moments by name ("m.NAME", "v.NAME").
+  std::vector<int> owner_;
+  std::vector<std::pair<int, int>> updateRanges_;
+  backend::Buffer receiveBuffer_;
+  std::map<std::string, std::vector<float>> gatheredMoments_;
   int64_t step_ = 0;
   /// Whether train() continues a run (resume(), or an earlier train()): the
   /// metrics file is continued, not started.

@@ -55,7 +55,7 @@ void printHelp() {
       "USAGE: tetra-run BUNDLE [--data GLOB]... [--eval-data GLOB]...\n"
       "                 [--tokenizer SPEC] [--steps N] [--until N]\n"
       "                 [--checkpoint-every N] [--out DIR] [--resume DIR]\n"
-      "                 [--label NAME] [--device N] [--quiet] [--gpus N]\n"
+      "                 [--label NAME] [--device N] [--quiet] [--gpus N [--shard-optimizer]]\n"
       "                 [--check-kernels] [--profile]\n"
       "\n"
       "Trains the step a GPU bundle holds ('tetra compile RUN --target=T -o\n"
@@ -84,6 +84,9 @@ void printHelp() {
       "                    compiled to accumulate gradients); RANK,\n"
       "                    WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT\n"
       "                    (torchrun's, SLURM's) join a process to a run\n"
+      "  --shard-optimizer ZeRO-1 across the GPUs: each parameter's AdamW\n"
+      "                    moments on one GPU, which updates it and\n"
+      "                    broadcasts it; checkpoints gather the moments\n"
       "  --quiet           no progress line\n"
       "  --check-kernels   run one step with every library kernel also run\n"
       "                    by the CPU from the same inputs; print each one's\n"
@@ -205,7 +208,8 @@ int main(int argc, char **argv) {
   std::vector<std::string> data, evalData;
   int64_t steps = 0, until = 0, checkpointEvery = 0, gpus = 0;
   int device = 0;
-  bool quiet = false, checkKernels = false, profile = false;
+  bool quiet = false, checkKernels = false, profile = false,
+       shardOptimizer = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string &into) {
@@ -252,6 +256,8 @@ int main(int argc, char **argv) {
         return usageError("--resume takes a directory");
     } else if (arg == "--quiet") {
       quiet = true;
+    } else if (arg == "--shard-optimizer") {
+      shardOptimizer = true;
     } else if (arg == "--check-kernels") {
       checkKernels = true;
     } else if (arg == "--profile") {
@@ -364,6 +370,7 @@ int main(int argc, char **argv) {
   trainer::TrainerConfig config = plan.trainerConfig();
   config.communicator = communicator;
   config.reduction = distributed::Reduction::Sum;
+  config.shardOptimizer = shardOptimizer;
   config.metricsPath = outDir + "/metrics.jsonl";
   config.checkpointDir = outDir + "/checkpoints";
   config.quiet = quiet;
@@ -417,9 +424,14 @@ int main(int argc, char **argv) {
       plan.microBatch * plan.accumulation * rankInfo->worldSize,
       plan.seqLen, (*gpu)->description(), bundlePath);
   if (communicator)
-    fmt::print("  on {} rank{} ({} processes, a GPU each, through {})\n",
+    fmt::print("  on {} rank{} ({} processes, a GPU each, through {}{})\n",
                communicator->size(), communicator->size() == 1 ? "" : "s",
-               communicator->size(), communicator->engine());
+               communicator->size(), communicator->engine(),
+               shardOptimizer && communicator->size() > 1
+                   ? fmt::format(", AdamW's moments sharded: rank 0 keeps "
+                                 "those of {} parameters",
+                                 (*trainer)->momentElementsHere())
+                   : "");
   io::Expected<trainer::TrainingSummary> summary = (*trainer)->train();
   if (!summary)
     return fail(summary.error().message());

@@ -216,7 +216,7 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   std::vector<std::string> settings; // --set KEY=VALUE, in order
   int64_t steps = 0, until = 0, checkpointEvery = 0, ranks = 0;
   distributed::Reduction reduction = distributed::Reduction::Sum;
-  bool quiet = false, force = false;
+  bool quiet = false, force = false, shardOptimizer = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg(args[i]);
     auto value = [&](std::string &slot) {
@@ -267,6 +267,8 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
       if (!value(text))
         return usageError("--set takes KEY=VALUE (--set seed=3)");
       settings.push_back(text);
+    } else if (arg == "--shard-optimizer") {
+      shardOptimizer = true;
     } else if (arg == "--quiet") {
       quiet = true;
     } else if (arg == "--force") {
@@ -495,6 +497,7 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
   trainer::TrainerConfig config = plan.trainerConfig();
   config.communicator = communicator;
   config.reduction = reduction;
+  config.shardOptimizer = shardOptimizer;
   // A policy or settings given on the command line name the curve too: one
   // run file, several policies and seeds, told apart in metrics and plots.
   config.run = runName;
@@ -568,9 +571,15 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
              run->accumulation == 1 ? "" : "es", run->microBatch, run->seqLen);
   if (communicator)
     fmt::print("  on {} ranks ({} processes through {}, gradients summed by "
-               "'{}')\n",
+               "'{}'{})\n",
                communicator->size(), communicator->size(),
-               communicator->engine(), distributed::reductionName(reduction));
+               communicator->engine(), distributed::reductionName(reduction),
+               shardOptimizer && communicator->size() > 1
+                   ? fmt::format(", AdamW's moments sharded: rank 0 keeps "
+                                 "those of {} of {} parameters",
+                                 (*trainer)->momentElementsHere(),
+                                 model->parameterCount())
+                   : "");
   installStopHandlers();
   io::Expected<trainer::TrainingSummary> summary = (*trainer)->train();
   if (!summary)
@@ -591,6 +600,8 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
     if (ranks > 1)
       again += fmt::format(" --ranks {} --reduction {}", ranks,
                            distributed::reductionName(reduction));
+    if (ranks > 1 && shardOptimizer)
+      again += " --shard-optimizer";
     again += " --out " + outDir + " --resume " + outDir;
     fmt::print("run {}: stopped by {} after step {} of {}; checkpoint {}\n  "
                "resume with: {}\n",
@@ -616,7 +627,7 @@ void tetra::driver::printTrainHelp() {
       "                   [--policy P] [--set KEY=VALUE]... [--label NAME]\n"
       "                   [--out DIR] [--resume DIR]\n"
       "                   [--checkpoint-every N] [--force] [--quiet]\n"
-      "                   [--ranks N [--reduction sum|fixed_order]]\n"
+      "                   [--ranks N [--reduction sum|fixed_order] [--shard-optimizer]]\n"
       "\n"
       "Compiles the run's training step (model + policy) for its target and\n"
       "trains: a progress line, DIR/metrics.jsonl (one JSON object per\n"
@@ -668,5 +679,9 @@ void tetra::driver::printTrainHelp() {
       "  --reduction R sum (Gloo's all-reduce, default) or fixed_order (rank\n"
       "                order: N ranks equal one rank accumulating N, bit for\n"
       "                bit)\n"
+      "  --shard-optimizer\n"
+      "                ZeRO-1: each parameter's AdamW moments on one rank,\n"
+      "                which updates it and broadcasts it (the same values;\n"
+      "                checkpoints gather the moments: the same files)\n"
       "  -h, --help    print this help\n");
 }

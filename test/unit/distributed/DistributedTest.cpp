@@ -12,7 +12,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <unistd.h>
 
@@ -109,7 +111,7 @@ TEST(RankInfoTest, LauncherVariables) {
     ::unsetenv(name);
 }
 
-TEST(GlooCommunicatorTest, SumsAcrossRanks) {
+TEST(GlooCommunicatorTest, SumsAndBroadcastsAcrossRanks) {
   const int ranks = 3;
   // Values whose fp32 sum depends on the order: 1, 2^-24 and 2^-24 summed
   // in rank order give 1 (each addition rounds back to 1); other orders
@@ -133,6 +135,24 @@ TEST(GlooCommunicatorTest, SumsAcrossRanks) {
     double loss = rank * 0.5;
     ASSERT_TRUE((*comm)->allReduceHost(&loss, 1));
     EXPECT_EQ(loss, 1.5);
+    // A broadcast from each rank in turn: everyone gets the root's bits
+    // (a NaN payload and a negative zero included).
+    for (int root = 0; root < ranks; ++root) {
+      std::vector<float> sent = {static_cast<float>(rank), -0.0f,
+                                 std::nanf("7"), 0x1p-149f};
+      if (rank == root)
+        sent[0] = 100.0f + static_cast<float>(root);
+      ASSERT_TRUE((*comm)->broadcast(sent.data(), sent.size(), root));
+      EXPECT_EQ(sent[0], 100.0f + static_cast<float>(root));
+      EXPECT_TRUE(std::signbit(sent[1]));
+      uint32_t bits;
+      std::memcpy(&bits, &sent[2], sizeof bits);
+      uint32_t expected;
+      const float nan7 = std::nanf("7");
+      std::memcpy(&expected, &nan7, sizeof expected);
+      EXPECT_EQ(bits, expected);
+      EXPECT_EQ(sent[3], 0x1p-149f);
+    }
     ASSERT_TRUE((*comm)->barrier());
   });
 }
