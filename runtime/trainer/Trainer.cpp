@@ -225,13 +225,14 @@ io::Status Trainer::initialize() {
     std::vector<float> zeros(values.size(), 0.0f);
     if (io::Status s = upload(spec.name, values.data(), values.size() * 4); !s)
       return s;
-    for (const char *prefix : {"m.", "v."})
+    for (const char *prefix : {"m.", "v."}) {
       if (!ownsMoments(p))
-        break;
-      else if (io::Status s =
+        break; // another rank's shard
+      if (io::Status s =
               upload(prefix + spec.name, zeros.data(), zeros.size() * 4);
           !s)
         return s;
+    }
   }
   step_ = 0;
   continuing_ = false;
