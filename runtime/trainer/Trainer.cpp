@@ -70,22 +70,30 @@ Trainer::create(backend::Backend &backend, const schedule::Schedule &step,
     if (io::Status zeroed = backend.fill(*allocated, 0); !zeroed)
       return zeroed.error();
   }
-  // Sharded optimizer state: each parameter to the rank holding the fewest
-  // elements so far (the lowest such rank), in the parameters' order.
+  // Sharded optimizer state: the parameters, largest first (in their order
+  // among equals), each to the rank holding the fewest elements so far (the
+  // lowest such rank) — Llama 3.1-8B's on 8 ranks: 1.003-1.007 G elements
+  // each, where dealing them in order gave one rank 1.44 G.
+  const std::vector<ParameterSpec> &parameters = trainer->config_.parameters;
   std::map<std::string, size_t> parameterIndex;
-  for (size_t p = 0; p < trainer->config_.parameters.size(); ++p)
-    parameterIndex[trainer->config_.parameters[p].name] = p;
+  for (size_t p = 0; p < parameters.size(); ++p)
+    parameterIndex[parameters[p].name] = p;
   const bool sharded = trainer->config_.shardOptimizer &&
                        trainer->config_.communicator && trainer->ranks() > 1;
   if (sharded) {
+    std::vector<size_t> order(parameters.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return parameters[a].numElements() > parameters[b].numElements();
+    });
     std::vector<int64_t> held(static_cast<size_t>(trainer->ranks()), 0);
-    int64_t largest = 0;
-    for (const ParameterSpec &spec : trainer->config_.parameters) {
+    trainer->owner_.assign(parameters.size(), 0);
+    for (size_t p : order) {
       auto least = std::min_element(held.begin(), held.end());
-      trainer->owner_.push_back(static_cast<int>(least - held.begin()));
-      *least += spec.numElements();
-      largest = std::max(largest, spec.numElements());
+      trainer->owner_[p] = static_cast<int>(least - held.begin());
+      *least += parameters[p].numElements();
     }
+    const int64_t largest = order.empty() ? 0 : parameters[order[0]].numElements();
     io::Expected<backend::Buffer> receive =
         backend.allocate(static_cast<size_t>(largest) * sizeof(float));
     if (!receive)
