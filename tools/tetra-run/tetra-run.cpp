@@ -275,6 +275,11 @@ int main(int argc, char **argv) {
     return usageError("no bundle");
   if (gpus > 64)
     return usageError("--gpus takes a number of GPUs from 1 to 64");
+  if (shardOptimizer && (checkKernels || profile))
+    return usageError(fmt::format(
+        "--shard-optimizer trains on several GPUs; {} runs one step of the "
+        "whole schedule on one",
+        checkKernels ? "--check-kernels" : "--profile"));
 
   // Several GPUs: started here (--gpus N), or this process is one of them.
   io::Expected<distributed::RankInfo> rankInfo =
