@@ -286,6 +286,10 @@ int main(int argc, char **argv) {
       distributed::RankInfo::fromEnvironment();
   if (!rankInfo)
     return fail(rankInfo.error().message());
+  if (shardOptimizer && gpus < 2 && rankInfo->worldSize < 2)
+    return usageError("--shard-optimizer shards AdamW's moments across GPUs: "
+                      "give --gpus N (N > 1), or start the ranks with RANK "
+                      "and WORLD_SIZE");
   if (gpus > 1 && !rankInfo->launched) {
     std::vector<std::string> arguments(argv, argv + argc);
     return distributed::launchRanks(static_cast<int>(gpus), arguments,

@@ -291,6 +291,10 @@ int tetra::driver::trainMain(const std::vector<std::string_view> &args) {
       distributed::RankInfo::fromEnvironment();
   if (!rankInfo)
     return fail(rankInfo.error().message());
+  if (shardOptimizer && ranks < 2 && rankInfo->worldSize < 2)
+    return usageError("--shard-optimizer shards AdamW's moments across ranks: "
+                      "give --ranks N (N > 1), or start the ranks with RANK "
+                      "and WORLD_SIZE");
   if (ranks > 1 && !rankInfo->launched) {
     std::vector<std::string> argv = {"tetra", "train"};
     argv.insert(argv.end(), args.begin(), args.end());
