@@ -104,29 +104,17 @@ public:
           "{}: the fixed-order sum is the CPU ranks' (Gloo) so far; GPU ranks "
           "sum with --reduction sum",
           engine_));
-    if (count == 0)
-      return io::success();
-    if (aborted_)
-      return io::Error(engine_ + ": the communicator was aborted");
-    Result r = library_.allReduce(data, data, count, kFloat32, kSum, comm_,
-                                  nullptr);
-    if (r != kSuccess)
-      return io::Error(
-          fmt::format("{} all-reduce: {}", engine_, library_.error(r)));
-    return wait("all-reduce");
+    return collective("all-reduce", count, [&] {
+      return library_.allReduce(data, data, count, kFloat32, kSum, comm_,
+                                nullptr);
+    });
   }
 
   io::Status broadcast(float *data, size_t count, int root) override {
-    if (count == 0)
-      return io::success();
-    if (aborted_)
-      return io::Error(engine_ + ": the communicator was aborted");
-    Result r = library_.broadcast(data, data, count, kFloat32, root, comm_,
-                                  nullptr);
-    if (r != kSuccess)
-      return io::Error(
-          fmt::format("{} broadcast: {}", engine_, library_.error(r)));
-    return wait("broadcast");
+    return collective("broadcast", count, [&] {
+      return library_.broadcast(data, data, count, kFloat32, root, comm_,
+                                nullptr);
+    });
   }
 
   io::Status allReduceHost(double *data, size_t count) override {
@@ -162,6 +150,19 @@ public:
   }
 
 private:
+  /// Enqueues a collective of `count` elements (`enqueue` returns NCCL's
+  /// result) on the step's stream and waits for it (wait()).
+  template <typename F>
+  io::Status collective(const char *what, size_t count, F &&enqueue) {
+    if (count == 0)
+      return io::success();
+    if (aborted_)
+      return io::Error(engine_ + ": the communicator was aborted");
+    if (Result r = enqueue(); r != kSuccess)
+      return io::Error(
+          fmt::format("{} {}: {}", engine_, what, library_.error(r)));
+    return wait(what);
+  }
   /// Polls the stream and the communicator until the collective is done,
   /// failed, or past the timeout (then aborts the communicator): busily
   /// for the first millisecond (a step's sums take about that), then with
