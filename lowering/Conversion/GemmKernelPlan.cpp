@@ -31,8 +31,10 @@ constexpr int64_t kFillChipK = 4096;
 /// A split GEMM's partial tiles cost 4 · S · M · N fp32 bytes written and
 /// read against 2 · blockM · blockN · K flops a block: per unit of a
 /// block's time, 4 · rate / bandwidth · S · tiles / K, with a
-/// multiprocessor's sustained BF16 rate over the memory's bandwidth about
-/// 5 TFLOP/s over 4 TB/s on an H200 (docs/benchmarks.md) — so 5.
+/// multiprocessor's sustained BF16 rate over the memory's bandwidth taken
+/// as 5 TFLOP/s over 4 TB/s — an estimate for an H200 (about 660 of its
+/// 989 dense TFLOP/s over 132 multiprocessors; 4 of its 4.8 TB/s), not a
+/// measurement — so 5.
 constexpr double kSplitSumCost = 5.0;
 } // namespace
 
