@@ -8,6 +8,7 @@
 #include "driver/NvptxCompiler.h"
 #include "driver/Pipeline.h"
 #include "frontend/MLIRGen.h"
+#include "lowering/Conversion/GemmKernelPlan.h"
 #include "lowering/Conversion/GpuStepKernels.h"
 #include "runtime/io/Json.h"
 
@@ -249,6 +250,23 @@ std::map<std::string, std::string> operandCodeNames(ModuleOp module) {
   return codeName;
 }
 
+/// Removes the launches not `kept` and returns, for each position 0..n of
+/// the old launch list, the number of kept launches before it.
+std::vector<int> keepLaunches(schedule::Schedule &plan,
+                              const std::vector<bool> &kept) {
+  std::vector<schedule::Launch> &launches = plan.launches;
+  const int count = static_cast<int>(launches.size());
+  std::vector<int> keptBefore(count + 1, 0);
+  std::vector<schedule::Launch> remaining;
+  for (int l = 0; l < count; ++l) {
+    keptBefore[l + 1] = keptBefore[l] + (kept[l] ? 1 : 0);
+    if (kept[l])
+      remaining.push_back(std::move(launches[l]));
+  }
+  launches = std::move(remaining);
+  return keptBefore;
+}
+
 /// Drops each GEMM operand launch (a kernel's "__lhs...", "__rhs..."
 /// launches: they read the operand and write only buffers of their own)
 /// that repeats an earlier one of the same phase (forward, or what follows
@@ -345,15 +363,60 @@ shareRepeatedOperandLaunches(schedule::Schedule &plan, int forwardEnd,
         substitute[launch.buffers[a]] = earlier.buffers[a];
     kept[l] = false;
   }
-  std::vector<int> keptBefore(count + 1, 0);
-  std::vector<schedule::Launch> remaining;
-  for (int l = 0; l < count; ++l) {
-    keptBefore[l + 1] = keptBefore[l] + (kept[l] ? 1 : 0);
-    if (kept[l])
-      remaining.push_back(std::move(launches[l]));
+  return keepLaunches(plan, kept);
+}
+
+/// Where a library launch that can write its result as BF16 codes
+/// (GpuLibraryBuilder::hasBF16Result: the cross-entropy gradient) has one
+/// reader, a rounding prologue (kRoundsToBF16: the codes of a BF16 operand
+/// that keeps the tensor's layout), the launch writes the prologue's codes
+/// itself and the prologue goes: the same codes, while the fp32 tensor is
+/// never written nor read (at llama_125m's shape the 6.6 GB gradient of
+/// the logits, which lm_head's Dgrad and Wgrad read as one BF16 operand
+/// on sm_90a). `firstLaunch` maps the reference's launches to the plan's.
+/// Returns, as keepLaunches() does, the kept launches before each.
+FailureOr<std::vector<int>>
+writeResultsAsBF16(schedule::Schedule &plan,
+                   const schedule::Schedule &reference,
+                   const std::vector<int> &firstLaunch,
+                   conversion::GpuLibraryBuilder &library, ModuleOp module,
+                   Location loc) {
+  std::set<std::string> roundingPrologues;
+  module.walk([&](gpu::GPUFuncOp func) {
+    if (func->hasAttr(conversion::kRoundsToBF16))
+      roundingPrologues.insert(func.getName().str());
+  });
+  std::vector<bool> kept(plan.launches.size(), true);
+  for (size_t l = 0; l < reference.launches.size(); ++l) {
+    const schedule::Launch &original = reference.launches[l];
+    const int at = firstLaunch[l];
+    if (!conversion::GpuLibraryBuilder::hasBF16Result(original) ||
+        firstLaunch[l + 1] != at + 1)
+      continue;
+    const int result = original.buffers.back();
+    std::vector<int> readers;
+    for (size_t k = 0; k < plan.launches.size(); ++k)
+      if (static_cast<int>(k) != at &&
+          llvm::is_contained(plan.launches[k].buffers, result))
+        readers.push_back(static_cast<int>(k));
+    if (readers.size() != 1 ||
+        !roundingPrologues.count(plan.launches[readers[0]].kernel) ||
+        plan.launches[readers[0]].buffers.size() < 2 ||
+        plan.launches[readers[0]].buffers[0] != result)
+      continue;
+    schedule::Launch variant = original;
+    variant.buffers.back() = plan.launches[readers[0]].buffers[1];
+    std::vector<schedule::Launch> expanded;
+    if (failed(library.expand(variant, plan, loc, expanded,
+                              /*resultAsBF16=*/true)))
+      return failure();
+    if (expanded.size() != 1)
+      return emitError(loc) << "'" << original.kernel
+                            << "' with a BF16 result is not one launch";
+    plan.launches[at] = std::move(expanded.front());
+    kept[readers[0]] = false;
   }
-  launches = std::move(remaining);
-  return keptBefore;
+  return keepLaunches(plan, kept);
 }
 
 FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
@@ -433,14 +496,25 @@ FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
     if (to != renamed.end())
       launch.kernel = to->second;
   }
-  // Then an operand quantized the same way for two GEMMs, once.
-  std::vector<int> keptBefore =
-      shareRepeatedOperandLaunches(*plan, newEnds[0], operandCodeNames(*module));
-  for (int &first : firstLaunch)
-    first = keptBefore[first];
-  plan->phases.forwardEnd = keptBefore[newEnds[0]];
-  plan->phases.gradientsEnd = keptBefore[newEnds[1]];
-  plan->phases.updateBegin = keptBefore[newEnds[2]];
+  plan->phases.forwardEnd = newEnds[0];
+  plan->phases.gradientsEnd = newEnds[1];
+  plan->phases.updateBegin = newEnds[2];
+  auto renumber = [&](const std::vector<int> &keptBefore) {
+    for (int &first : firstLaunch)
+      first = keptBefore[first];
+    plan->phases.forwardEnd = keptBefore[plan->phases.forwardEnd];
+    plan->phases.gradientsEnd = keptBefore[plan->phases.gradientsEnd];
+    plan->phases.updateBegin = keptBefore[plan->phases.updateBegin];
+  };
+  // Then an operand quantized the same way for two GEMMs, once; and a
+  // rounded operand written by its producer where it can.
+  renumber(shareRepeatedOperandLaunches(*plan, newEnds[0],
+                                        operandCodeNames(*module)));
+  FailureOr<std::vector<int>> keptBefore =
+      writeResultsAsBF16(*plan, reference, firstLaunch, library, *module, loc);
+  if (failed(keptBefore))
+    return failure();
+  renumber(*keptBefore);
   schedule::planMemory(*plan);
 
   FailureOr<std::vector<GpuKernelCode>> code =

@@ -869,6 +869,7 @@ void GemmKernelLowering::buildRoundingPrologue(OpBuilder &moduleBuilder,
        {"scalar:step", i64}},
       {(threads + kPrologueThreads - 1) / kPrologueThreads, 1, 1},
       {kPrologueThreads, 1, 1});
+  func->setAttr(kRoundsToBF16, UnitAttr::get(context));
   Block &entry = func.getBody().front();
   ImplicitLocOpBuilder b(operand.loc, context);
   b.setInsertionPointToStart(&entry);
@@ -1812,6 +1813,7 @@ void GemmKernelLowering::buildSplitSum(OpBuilder &moduleBuilder) {
        {"result:0", flat(count, f32)}},
       {(threads + kPrologueThreads - 1) / kPrologueThreads, 1, 1},
       {kPrologueThreads, 1, 1});
+  func->setAttr(kRoundsToBF16, UnitAttr::get(context));
   Block &entry = func.getBody().front();
   ImplicitLocOpBuilder b(matmul.getLoc(), context);
   b.setInsertionPointToStart(&entry);

@@ -150,6 +150,13 @@ struct GemmTiling {
 /// The (linear.role) name of a kernel, for messages and manifests.
 std::string gemmName(KernelOp kernel);
 
+/// The unit attribute that marks a rounding prologue's gpu.func
+/// (GemmKernelLowering::buildRoundingPrologue): its result is its input
+/// (buffer 0) rounded to BF16 codes, nearest even, element for element in
+/// the input's order (buffer 1, i32 words of two codes, the low half
+/// first) — a producer that can write those codes itself may replace it.
+constexpr llvm::StringLiteral kRoundsToBF16 = "tetra.rounds_to_bf16";
+
 /// The flat memref type of `count` elements of `element`.
 mlir::MemRefType flat(int64_t count, mlir::Type element);
 

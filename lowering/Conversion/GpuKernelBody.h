@@ -2,9 +2,9 @@
 //
 // The helpers every kernel of the GPU library builds with (GpuStepKernels,
 // AttentionKernelPlan): gpu/arith/memref/scf ops only, the same for every
-// chip, so a bundle needs no device library: the CPU's fastExp op for op, an
-// fp64 log series, sqrt by Newton's iteration, block reductions through
-// workgroup memory, lane shuffles.
+// chip, so a bundle needs no device library: an fp64 log series, sqrt by
+// Newton's iteration, block reductions through workgroup memory, lane
+// shuffles (the CPU's fastExp, op for op, is QuantizationEmitter's).
 //
 //===----------------------------------------------------------------------===//
 
@@ -144,35 +144,6 @@ struct Body {
     b.setInsertionPointToStart(op.elseBlock());
     scf::YieldOp::create(b, otherwise);
     return SmallVector<Value>(op.getResults());
-  }
-
-  /// The CPU's fastExp (runtime/kernels/VectorMath.h), operation for
-  /// operation: Cephes' expf with 2^n built from the exponent bits.
-  Value fastExp(Value x) {
-    const float kMax = 88.3762626647949f, kMin = -87.3365447505531f;
-    Value lo = e.cF32(kMin), hi = e.cF32(kMax);
-    Value below = e.cmpf(CmpFPredicate::OLT, x, lo);
-    Value above = e.cmpf(CmpFPredicate::OGT, x, hi);
-    Value clamped = e.select(below, lo, e.select(above, hi, x));
-    Value shifted =
-        e.addf(e.mulf(clamped, e.cF32(1.44269504088896341f)),
-               e.cF32(12582912.0f));
-    Value n = e.subf(shifted, e.cF32(12582912.0f));
-    Value r = e.subf(e.subf(clamped, e.mulf(n, e.cF32(0.693359375f))),
-                     e.mulf(n, e.cF32(-2.12194440e-4f)));
-    Value p = e.cF32(1.9875691500e-4f);
-    for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
-                    1.6666665459e-1f, 5.0000001201e-1f})
-      p = e.addf(e.mulf(p, r), e.cF32(c));
-    p = e.addf(e.addf(e.mulf(e.mulf(p, r), r), r), e.cF32(1.0f));
-    Value bits = e.bitcast(shifted, e.i32());
-    Value exponent = e.add(e.sub(bits, e.c32(0x4B400000)), e.c32(127));
-    Value scale = e.bitcast(e.shl(exponent, e.c32(23)), e.f32());
-    Value result = e.mulf(p, scale);
-    Value isNan = e.cmpf(CmpFPredicate::UNO, x, x);
-    return e.select(
-        below, e.cF32(0.0f),
-        e.select(above, e.cF32(INFINITY), e.select(isNan, x, result)));
   }
 
   /// log(x) in fp64 for a positive normal x: x = m 2^k with m in

@@ -53,9 +53,11 @@ Value elementwiseValue(Body &body, Operation *op, ArrayRef<Value> x) {
   if (auto scale = dyn_cast<ScaleOp>(op))
     return e.mulf(x[0], e.cF32(static_cast<float>(
                             scale.getFactor().convertToDouble())));
+  if (isa<SiluGradOp>(op))
+    return e.siluGradient(x[0], x[1]);
   if (isa<SiluOp>(op)) // x / (1 + exp(-x))
     return e.divf(x[0], e.addf(e.cF32(1.0f),
-                               body.fastExp(arith::NegFOp::create(body.b, x[0]))));
+                               e.fastExp(arith::NegFOp::create(body.b, x[0]))));
   return nullptr;
 }
 
@@ -86,10 +88,10 @@ LogicalResult tetra::conversion::lowerElementwiseKernel(KernelOp kernel,
     count = type.getNumElements();
   }
   for (Operation &op : entry.without_terminator())
-    if (!isa<AddOp, SubOp, MulOp, ScaleOp, SiluOp>(op))
+    if (!isa<AddOp, SubOp, MulOp, ScaleOp, SiluOp, SiluGradOp>(op))
       return op.emitOpError()
              << "cannot run in a GPU elementwise kernel (add, sub, mul, "
-                "scale and silu can)";
+                "scale, silu and silu_grad can)";
 
   MLIRContext *context = module.getContext();
   Type f32 = Float32Type::get(context);
@@ -217,10 +219,19 @@ GpuLibraryBuilder::GpuLibraryBuilder(ModuleOp module, llvm::StringRef chip)
                                       "tetra_library");
 }
 
+bool GpuLibraryBuilder::hasBF16Result(const Launch &launch) {
+  return launch.kernel == "cross_entropy.backward" &&
+         launch.scalars.size() >= 2 && launch.scalars[1].asInt() % 2 == 0;
+}
+
 LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                                         schedule::Schedule &schedule,
                                         Location loc,
-                                        std::vector<Launch> &launches) {
+                                        std::vector<Launch> &launches,
+                                        bool resultAsBF16) {
+  if (resultAsBF16 && !hasBF16Result(launch))
+    return emitError(loc) << "'" << launch.kernel
+                          << "' has no variant with a BF16 result";
   MLIRContext *context = library_.getContext();
   Type f32 = Float32Type::get(context), f64 = Float64Type::get(context);
   const std::string &name = launch.kernel;
@@ -319,17 +330,10 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
       if (name == "silu.forward") {
         Value x = at(0);
         put(e.divf(x, e.addf(e.cF32(1.0f),
-                             body.fastExp(arith::NegFOp::create(body.b, x)))),
+                             e.fastExp(arith::NegFOp::create(body.b, x)))),
             1);
       } else if (name == "silu.backward") {
-        Value x = at(0), dy = at(1);
-        Value s = e.divf(e.cF32(1.0f),
-                         e.addf(e.cF32(1.0f),
-                                body.fastExp(arith::NegFOp::create(body.b, x))));
-        // dy * (s + x * s * (1 - s))
-        put(e.mulf(dy, e.addf(s, e.mulf(e.mulf(x, s),
-                                        e.subf(e.cF32(1.0f), s)))),
-            2);
+        put(e.siluGradient(at(0), at(1)), 2);
       } else if (name == "add.forward") {
         put(e.addf(at(0), at(1)), 2);
       } else if (name == "sub.forward") {
@@ -872,7 +876,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
               init.push_back(body.cF64(0.0));
               SmallVector<Value> acc = e.loop(
                   e.cIndex(0), count, init, [&](Value j, ValueRange carried) {
-                    Value p = body.fastExp(e.subf(score(j), maximum));
+                    Value p = e.fastExp(e.subf(score(j), maximum));
                     SmallVector<Value> next;
                     if (!bf16Operands) {
                       SmallVector<Value> v =
@@ -891,7 +895,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                 acc = e.loop(e.cIndex(0), count,
                              SmallVector<Value>(hd, e.cF32(0.0f)),
                              [&](Value j, ValueRange carried) {
-                               Value p = operand(body, body.fastExp(
+                               Value p = operand(body, e.fastExp(
                                    e.subf(score(j), lse)));
                                SmallVector<Value> v = operands(
                                    body, body.arg(2), keyAt(body, b, j, g));
@@ -936,7 +940,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                   Value kv = keyAt(body, b, j, g);
                   SmallVector<Value> k = operands(body, body.arg(1), kv);
                   SmallVector<Value> v = operands(body, body.arg(2), kv);
-                  Value p = body.fastExp(e.subf(
+                  Value p = e.fastExp(e.subf(
                       e.mulf(dotInOrder(body, q, k), e.cF32(scaleValue)), lse));
                   Value dp = dotInOrder(body, dout, v);
                   Value alpha = operand(body, e.mulf(p, e.subf(dp, delta)));
@@ -979,7 +983,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                     SmallVector<Value> q = operands(body, body.arg(0), at);
                     SmallVector<Value> dout = operands(body, body.arg(5), at);
                     Value stat = statAt(body, b, h, i);
-                    Value p = body.fastExp(
+                    Value p = e.fastExp(
                         e.subf(e.mulf(dotInOrder(body, k, q),
                                       e.cF32(scaleValue)),
                                body.load(body.arg(4), stat)));
@@ -1016,7 +1020,9 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                                        {{"scratch:row_losses", flat(rows, f64)}});
     Launch withScratch = launch;
     withScratch.buffers.push_back(rowLosses);
-    // A block per row: lse and the row's loss in fp64.
+    // A block per row: lse and the row's loss in fp64. Its threads read
+    // four columns at a time (16-byte loads) where the vocabulary allows.
+    const int64_t lanes = vocab % 4 == 0 ? 4 : 1;
     std::array<int64_t, 3> rowGrid{rows, 1, 1};
     std::string perRow = function(
         "rows", arguments, rowGrid, kRowThreads, [&](Body &body) {
@@ -1026,23 +1032,33 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           Value base = e.mulIndex(row, e.cIndex(vocab));
           auto columns = [&](Value init,
                              function_ref<Value(Value, Value)> each) {
-            return body.strided(tid, e.cIndex(vocab), kRowThreads,
-                                ValueRange{init},
-                                [&](Value c, ValueRange acc) {
-                                  return SmallVector<Value>{each(c, acc[0])};
-                                })[0];
+            return body.strided(
+                tid, e.cIndex(vocab / lanes), kRowThreads, ValueRange{init},
+                [&](Value group, ValueRange acc) {
+                  Value x = vector::LoadOp::create(
+                      body.b, VectorType::get({lanes}, f32), body.arg(0),
+                      ValueRange{e.addIndex(base,
+                                            e.mulIndex(group, e.cIndex(lanes)))},
+                      /*nontemporal=*/false,
+                      body.b.getI64IntegerAttr(4 * lanes));
+                  Value value = acc[0];
+                  for (int64_t l = 0; l < lanes; ++l)
+                    value = each(vector::ExtractOp::create(
+                                     body.b, x, ArrayRef<int64_t>{l}),
+                                 value);
+                  return SmallVector<Value>{value};
+                })[0];
           };
-          Value largest = columns(body.cF64(-INFINITY), [&](Value c, Value m) {
-            Value x = body.toF64(body.load(body.arg(0), e.addIndex(base, c)));
-            return e.select(e.cmpf(CmpFPredicate::OGT, x, m), x, m);
+          Value largest = columns(body.cF64(-INFINITY), [&](Value x, Value m) {
+            Value wide = body.toF64(x);
+            return e.select(e.cmpf(CmpFPredicate::OGT, wide, m), wide, m);
           });
           Value maximum32 = body.toF32(body.reduce(
               largest, shared, kRowThreads, [&](Value a, Value b) {
                 return e.select(e.cmpf(CmpFPredicate::OGT, a, b), a, b);
               }));
-          Value partial = columns(body.cF64(0.0), [&](Value c, Value s) {
-            Value x = body.load(body.arg(0), e.addIndex(base, c));
-            return e.addf(s, body.toF64(body.fastExp(e.subf(x, maximum32))));
+          Value partial = columns(body.cF64(0.0), [&](Value x, Value s) {
+            return e.addf(s, body.toF64(e.fastExp(e.subf(x, maximum32))));
           });
           Value sum = body.reduce(partial, shared, kRowThreads,
                                   [&](Value a, Value b) { return e.addf(a, b); });
@@ -1077,27 +1093,84 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     return success();
   }
   if (name == "cross_entropy.backward") {
+    // A block per (row, 1024 columns): the row's lse, target and factor
+    // read once a thread, four columns a thread (16-byte loads) where the
+    // vocabulary allows. With `resultAsBF16` the gradient is written as
+    // the codes (i32 words of two, nearest even) that a BF16 operand's
+    // rounding prologue would make of it: the fp32 gradient never exists.
     const int64_t rows = call.integer(0), vocab = call.integer(1);
-    perElement(rows * vocab, [&](Body &body, Value i) {
-      QuantizationEmitter &e = body.e;
-      Value row = arith::DivUIOp::create(body.b, i, e.cIndex(vocab));
-      Value column = arith::RemUIOp::create(body.b, i, e.cIndex(vocab));
-      Value factor = body.toF32(
-          e.divf(body.toF64(body.load(body.arg(3), e.cIndex(0))),
-                 body.cF64(static_cast<double>(rows))));
-      Value value = e.mulf(
-          body.fastExp(e.subf(body.load(body.arg(0), i),
-                              body.load(body.arg(2), row))),
-          factor);
-      Value target = body.index(body.load(body.arg(1), row));
-      Value isTarget =
-          arith::CmpIOp::create(body.b, CmpIPredicate::eq, column, target);
-      body.store(e.select(isTarget, e.subf(value, factor), value), body.arg(4),
-                 i);
-    });
+    const int64_t lanes = vocab % 4 == 0 ? 4 : (resultAsBF16 ? 2 : 1);
+    const int64_t threads = kElementwiseThreads;
+    std::array<int64_t, 3> grid{rows, ceilDiv(vocab, lanes * threads), 1};
+    std::string symbol = function(
+        resultAsBF16 ? "bf16" : "", registryArguments(context, call), grid,
+        threads, [&](Body &body) {
+          QuantizationEmitter &e = body.e;
+          Value row = body.block();
+          Value column = e.mulIndex(
+              e.addIndex(e.mulIndex(body.block(gpu::Dimension::y),
+                                    e.cIndex(threads)),
+                         body.thread()),
+              e.cIndex(lanes));
+          body.ifThen(body.ult(column, e.cIndex(vocab)), [&] {
+            Value factor = body.toF32(
+                e.divf(body.toF64(body.load(body.arg(3), e.cIndex(0))),
+                       body.cF64(static_cast<double>(rows))));
+            Value lse = body.load(body.arg(2), row);
+            Value target = body.index(body.load(body.arg(1), row));
+            Value first = e.addIndex(e.mulIndex(row, e.cIndex(vocab)), column);
+            auto vectorOf = [&](Type element, int64_t n) {
+              return VectorType::get({n}, element);
+            };
+            Value logits = vector::LoadOp::create(
+                body.b, vectorOf(f32, lanes), body.arg(0), ValueRange{first},
+                /*nontemporal=*/false, body.b.getI64IntegerAttr(4 * lanes));
+            SmallVector<Value> gradients;
+            for (int64_t l = 0; l < lanes; ++l) {
+              Value value = e.mulf(
+                  e.fastExp(e.subf(vector::ExtractOp::create(
+                                       body.b, logits, ArrayRef<int64_t>{l}),
+                                   lse)),
+                  factor);
+              Value isTarget = arith::CmpIOp::create(
+                  body.b, CmpIPredicate::eq,
+                  e.addIndex(column, e.cIndex(l)), target);
+              gradients.push_back(
+                  e.select(isTarget, e.subf(value, factor), value));
+            }
+            if (!resultAsBF16) {
+              vector::StoreOp::create(
+                  body.b,
+                  vector::FromElementsOp::create(body.b, vectorOf(f32, lanes),
+                                                 gradients),
+                  body.arg(4), ValueRange{first}, /*nontemporal=*/false,
+                  body.b.getI64IntegerAttr(4 * lanes));
+              return;
+            }
+            const FormatConstants bf16 =
+                constantsOf(numerics::ElementFormat::BF16);
+            SmallVector<Value> words;
+            for (int64_t w = 0; w < lanes / 2; ++w) {
+              Value pair[2];
+              for (int64_t h = 0; h < 2; ++h)
+                pair[h] = e.encode(gradients[2 * w + h], e.c32(0), bf16,
+                                   Rounding::NearestEven, e.c32(0));
+              words.push_back(e.bitOr(e.bitAnd(pair[0], e.c32(0xFFFF)),
+                                      e.shl(pair[1], e.c32(16))));
+            }
+            vector::StoreOp::create(
+                body.b,
+                vector::FromElementsOp::create(
+                    body.b, vectorOf(e.i32(), lanes / 2), words),
+                body.arg(4), ValueRange{e.divIndex(first, 2)},
+                /*nontemporal=*/false, body.b.getI64IntegerAttr(2 * lanes));
+          });
+        });
+    add(symbol, grid, threads, launch);
     // Each element of the logits is read before its gradient is written:
-    // the gradient may take the logits' memory (their last use).
-    launches.back().inPlace = {{4, 0}};
+    // the fp32 gradient may take the logits' memory (their last use).
+    if (!resultAsBF16)
+      launches.back().inPlace = {{4, 0}};
     return success();
   }
 

@@ -73,9 +73,17 @@ public:
   /// once per shape; scratch buffers they need are appended to the
   /// schedule's buffers as temporaries. An error (at `loc`) for a kernel
   /// with no GPU implementation.
+  ///
+  /// `resultAsBF16`: the launch's last buffer takes its result as BF16
+  /// codes, nearest even (i32 words of two, the low half first) — what a
+  /// BF16 operand's rounding prologue makes of the fp32 result, bit for
+  /// bit. Only cross_entropy.backward has this variant (hasBF16Result).
   mlir::LogicalResult expand(const schedule::Launch &launch,
                              schedule::Schedule &schedule, mlir::Location loc,
-                             std::vector<schedule::Launch> &launches);
+                             std::vector<schedule::Launch> &launches,
+                             bool resultAsBF16 = false);
+  /// Whether expand() can write `launch`'s result as BF16 codes.
+  static bool hasBF16Result(const schedule::Launch &launch);
 
 private:
   mlir::gpu::GPUModuleOp library_;

@@ -171,6 +171,39 @@ public:
     return minsi(maxsi(x, c32(lo)), c32(hi));
   }
 
+  /// The CPU's fastExp (runtime/kernels/VectorMath.h), operation for
+  /// operation: Cephes' expf with 2^n built from the exponent bits.
+  Value fastExp(Value x) {
+    const float kMax = 88.3762626647949f, kMin = -87.3365447505531f;
+    Value lo = cF32(kMin), hi = cF32(kMax);
+    Value below = cmpf(CmpFPredicate::OLT, x, lo);
+    Value above = cmpf(CmpFPredicate::OGT, x, hi);
+    Value clamped = select(below, lo, select(above, hi, x));
+    Value shifted = addf(mulf(clamped, cF32(1.44269504088896341f)),
+                         cF32(12582912.0f));
+    Value n = subf(shifted, cF32(12582912.0f));
+    Value r = subf(subf(clamped, mulf(n, cF32(0.693359375f))),
+                   mulf(n, cF32(-2.12194440e-4f)));
+    Value p = cF32(1.9875691500e-4f);
+    for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
+                    1.6666665459e-1f, 5.0000001201e-1f})
+      p = addf(mulf(p, r), cF32(c));
+    p = addf(addf(mulf(mulf(p, r), r), r), cF32(1.0f));
+    Value bits = bitcast(shifted, i32());
+    Value exponent = add(sub(bits, c32(0x4B400000)), c32(127));
+    Value scale = bitcast(shl(exponent, c32(23)), f32());
+    Value result = mulf(p, scale);
+    Value isNan = cmpf(CmpFPredicate::UNO, x, x);
+    return select(below, cF32(0.0f),
+                  select(above, cF32(INFINITY), select(isNan, x, result)));
+  }
+  /// SiLU's gradient dy (s + x s (1 - s)), s = 1 / (1 + fastExp(-x)): the
+  /// CPU's silu.backward (runtime/kernels/Elementwise.cpp), op for op.
+  Value siluGradient(Value x, Value dy) {
+    Value s = divf(cF32(1.0f), addf(cF32(1.0f), fastExp(negf(x))));
+    return mulf(dy, addf(s, mulf(mulf(x, s), subf(cF32(1.0f), s))));
+  }
+
   //===--------------------------------------------------------------------===//
   // Philox4x32-10 (runtime/numerics/Philox.cpp)
   //===--------------------------------------------------------------------===//

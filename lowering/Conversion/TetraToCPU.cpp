@@ -736,6 +736,8 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
     else if (auto scale = dyn_cast<ScaleOp>(op))
       y = e.mulf(x[0], e.cF32(static_cast<float>(
                            scale.getFactor().convertToDouble())));
+    else if (isa<SiluGradOp>(op)) // the library's silu.backward, op for op
+      y = e.siluGradient(x[0], x[1]);
     else // silu: x / (1 + exp(-x))
       y = e.divf(
           x[0], e.addf(e.cF32(1.0f),
@@ -758,8 +760,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     return lowerDequantize(dequantize);
   if (auto matmul = dyn_cast<ScaledMatmulOp>(op))
     return lowerScaledMatmul(matmul);
-  if (isa<arith::TruncFOp, arith::ExtFOp, AddOp, SubOp, MulOp, ScaleOp, SiluOp>(
-          op) &&
+  if (isa<arith::TruncFOp, arith::ExtFOp, AddOp, SubOp, MulOp, ScaleOp, SiluOp,
+          SiluGradOp>(op) &&
       isa<RankedTensorType>(op->getResult(0).getType()))
     return lowerElementwise(op);
   return op->emitOpError(

@@ -38,7 +38,39 @@ bool preparesOperand(Operation *op) {
 }
 
 bool isElementwise(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, SiluOp, ScaleOp>(op);
+  return isa<AddOp, SubOp, MulOp, SiluOp, ScaleOp, SiluGradOp>(op);
+}
+
+/// Copies each elementwise op of one operand (silu, scale) whose uses are
+/// all elementwise ops of its block, other than a single one, into each of
+/// those users: every copy then has one use and joins its user's chain, so
+/// the op's result is never stored and its users read its operand instead,
+/// as many bytes. The forward's silu(gate) then fuses into its product with
+/// up, and the backward's d(up) = d(product) * silu(gate) computes it
+/// again, where it was stored, read back and (rematerialized) recomputed.
+/// Later ops first: a copied op's operand, if it is such an op itself, is
+/// then copied too.
+void recomputeUnaryOpsInUsers(ModuleOp module) {
+  SmallVector<Operation *> unary;
+  module.walk([&](Operation *op) {
+    if (isa<SiluOp, ScaleOp>(op) && !op->getParentOfType<KernelOp>())
+      unary.push_back(op);
+  });
+  for (Operation *op : llvm::reverse(unary)) {
+    Value result = op->getResult(0);
+    llvm::SetVector<Operation *> users(result.getUsers().begin(),
+                                       result.getUsers().end());
+    if (users.size() < 2 || !llvm::all_of(users, [&](Operation *user) {
+          return isElementwise(user) && user->getBlock() == op->getBlock();
+        }))
+      continue;
+    for (Operation *user : users) {
+      OpBuilder builder(user);
+      Value copy = builder.clone(*op)->getResult(0);
+      user->replaceUsesOfWith(result, copy);
+    }
+    op->erase();
+  }
 }
 
 /// `name` with every character other than a letter, digit or `_` replaced
@@ -163,6 +195,7 @@ void FormKernels::runOnOperation() {
   for (ScaledMatmulOp matmul : matmuls)
     formGemmKernel(matmul);
 
+  recomputeUnaryOpsInUsers(module);
   // Chains, in program order: a chain's first op comes before the rest, so
   // the first ungrouped elementwise op met is the head of its chain.
   SmallVector<SmallVector<Operation *>> chains;

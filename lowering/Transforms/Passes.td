@@ -152,8 +152,14 @@ def FormKernels : Pass<"tetra-form-kernels", "mlir::ModuleOp"> {
       An operand-preparing op whose results are also
       used outside stays where it is, and the kernel gets its own copy.
     - Each chain of elementwise ops (`tetra.add`, `tetra.sub`, `tetra.mul`,
-      `tetra.silu`, `tetra.scale`), where every op but the last has a
-      single use, the next op of the chain, becomes one kernel.
+      `tetra.silu`, `tetra.scale`, `tetra.silu_grad`), where every op but the last has a
+      single use, the next op of the chain, becomes one kernel. Before
+      chains form, a `tetra.silu` or `tetra.scale` whose uses are all
+      elementwise ops of its block (two or more of them) is copied into
+      each user and computed again there: its result is never stored and
+      its users read its operand instead (as many bytes) — the silu of a
+      SwiGLU gate fuses into the forward's product and into the backward's
+      d(up).
 
     Kernels are named after what they compute: a GEMM kernel after its
     matmul's `NameLoc` ("layers.0.attn.wq.fprop" gives

@@ -9,6 +9,7 @@
 
 #include "runtime/backend/CpuBackend.h"
 #include "runtime/kernels/Registry.h"
+#include "runtime/numerics/Formats.h"
 #include "runtime/trainer/Trainer.h"
 
 #include <algorithm>
@@ -57,8 +58,10 @@ Trainer::checkKernels(const schedule::Schedule &reference,
   std::map<int, std::vector<uint8_t>> inputs; // schedule buffer -> bytes
   std::vector<KernelCheck> checks;
 
+  // The GPU schedule's buffers: the reference's, then the GPU launches'
+  // scratch.
   auto bytesOf = [&](int buffer) {
-    return static_cast<size_t>(reference.buffers[buffer].bytes());
+    return static_cast<size_t>(gpuSchedule.buffers[buffer].bytes());
   };
   auto readGpu = [&](int buffer, std::vector<uint8_t> &into) -> io::Status {
     into.resize(bytesOf(buffer));
@@ -121,21 +124,48 @@ Trainer::checkKernels(const schedule::Schedule &reference,
         continue;
       const int buffer = launch.buffers[a];
       std::vector<uint8_t> gpu, host(bytesOf(buffer));
-      if (io::Status read = readGpu(buffer, gpu); !read)
+      // A result the GPU writes as BF16 codes into another buffer (the
+      // compiler's resultAsBF16: the GPU launch names a buffer of half the
+      // bytes in its place) is compared as the CPU's result rounded to
+      // BF16: the codes must be equal, and the values near as fp32's.
+      const schedule::Launch &gpuLaunch = gpuSchedule.launches[firstLaunch[l]];
+      const int written = firstLaunch[l + 1] == firstLaunch[l] + 1 &&
+                                  a < gpuLaunch.buffers.size()
+                              ? gpuLaunch.buffers[a]
+                              : buffer;
+      const bool asBF16 = written != buffer &&
+                          2 * bytesOf(written) == bytesOf(buffer);
+      if (io::Status read = readGpu(asBF16 ? written : buffer, gpu); !read)
         return read;
       if (io::Status copied =
               (*cpu)->copyToHost(host.data(), own[buffer], host.size());
           !copied)
         return copied;
       const size_t count = host.size() / 4;
+      auto gpuValue = [&](size_t i) {
+        if (asBF16) {
+          uint16_t code;
+          std::memcpy(&code, gpu.data() + 2 * i, 2);
+          return numerics::decodeBF16(code);
+        }
+        float y;
+        std::memcpy(&y, gpu.data() + 4 * i, 4);
+        return y;
+      };
       double largest = 0, worst = 0;
       int64_t differing = 0;
       for (size_t i = 0; i < count; ++i) {
-        float x, y;
+        float x;
         std::memcpy(&x, host.data() + 4 * i, 4);
-        std::memcpy(&y, gpu.data() + 4 * i, 4);
-        if (std::memcmp(&x, &y, 4) != 0)
+        const float y = gpuValue(i);
+        if (asBF16) {
+          uint16_t code;
+          std::memcpy(&code, gpu.data() + 2 * i, 2);
+          differing += numerics::encodeBF16(x) != code;
+          x = numerics::decodeBF16(numerics::encodeBF16(x));
+        } else if (std::memcmp(&x, &y, 4) != 0) {
           ++differing;
+        }
         largest = std::max(largest, static_cast<double>(std::fabs(x)));
         double difference = std::fabs(static_cast<double>(x) - y);
         if (!(difference <= worst)) // NaN counts as the worst
@@ -143,10 +173,12 @@ Trainer::checkKernels(const schedule::Schedule &reference,
       }
       double error = largest > 0 ? worst / largest : worst;
       for (size_t i = 0; i < count; ++i) {
-        float x, y;
+        float x;
         std::memcpy(&x, host.data() + 4 * i, 4);
-        std::memcpy(&y, gpu.data() + 4 * i, 4);
-        const double difference = std::fabs(static_cast<double>(x) - y);
+        if (asBF16)
+          x = numerics::decodeBF16(numerics::encodeBF16(x));
+        const double difference =
+            std::fabs(static_cast<double>(x) - gpuValue(i));
         check.beyond += !(difference <= kKernelCheckTolerance * largest);
       }
       check.differing += differing;

@@ -88,3 +88,28 @@ func.func @elementwise(%x: tensor<8x16xf32>, %y: tensor<8x16xf32>) -> (tensor<8x
   %w = tetra.sub %v, %x : tensor<8x16xf32>
   return %w, %u : tensor<8x16xf32>, tensor<8x16xf32>
 }
+
+// -----
+
+// A silu or scale whose uses are all elementwise ops (of its block) is
+// computed again in each user's chain instead of being stored: here the
+// silu of a SwiGLU gate, which feeds the forward's product with up and the
+// backward's d(up) = d(product) * silu(gate). Each chain reads the gate.
+// CHECK-LABEL: func.func @recomputed
+func.func @recomputed(%g: tensor<8x16xf32>, %u: tensor<8x16xf32>, %d: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+  // CHECK-NEXT: %[[K0:.*]] = tetra.kernel "elementwise_0" (%[[G:.*]] = %arg0, %[[U:.*]] = %arg1) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // CHECK-NEXT: %[[S:.*]] = tetra.silu %[[G]]
+  // CHECK-NEXT: %[[P:.*]] = tetra.mul %[[S]], %[[U]]
+  // CHECK-NEXT: tetra.yield %[[P]]
+  // CHECK-NEXT: }
+  // CHECK-NEXT: %[[K1:.*]] = tetra.kernel "elementwise_1" (%[[G1:.*]] = %arg0, %[[D:.*]] = %arg2) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // CHECK-NEXT: %[[S1:.*]] = tetra.silu %[[G1]]
+  // CHECK-NEXT: %[[DU:.*]] = tetra.mul %[[D]], %[[S1]]
+  // CHECK-NEXT: tetra.yield %[[DU]]
+  // CHECK-NEXT: }
+  // CHECK-NEXT: return %[[K0]], %[[K1]]
+  %s = tetra.silu %g : tensor<8x16xf32>
+  %p = tetra.mul %s, %u : tensor<8x16xf32>
+  %du = tetra.mul %d, %s : tensor<8x16xf32>
+  return %p, %du : tensor<8x16xf32>, tensor<8x16xf32>
+}
