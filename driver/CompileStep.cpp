@@ -92,6 +92,8 @@ LogicalResult expandCompiledLaunch(const schedule::Launch &launch,
   const size_t results = launch.buffers.size() - inputs;
   std::map<std::string, int> scratch;
   for (const GpuLaunch &gpu : kernel.launches) {
+    if (gpu.bf16ResultVariant) // launched in its function's place
+      continue;
     schedule::Launch next;
     next.kernel = gpu.function;
     next.origin = launch.origin;
@@ -366,55 +368,86 @@ shareRepeatedOperandLaunches(schedule::Schedule &plan, int forwardEnd,
   return keepLaunches(plan, kept);
 }
 
-/// Where a library launch that can write its result as BF16 codes
-/// (GpuLibraryBuilder::hasBF16Result: the cross-entropy gradient) has one
-/// reader, a rounding prologue (kRoundsToBF16: the codes of a BF16 operand
-/// that keeps the tensor's layout), the launch writes the prologue's codes
-/// itself and the prologue goes: the same codes, while the fp32 tensor is
-/// never written nor read (at llama_125m's shape the 6.6 GB gradient of
-/// the logits, which lm_head's Dgrad and Wgrad read as one BF16 operand
-/// on sm_90a). `firstLaunch` maps the reference's launches to the plan's.
-/// Returns, as keepLaunches() does, the kept launches before each.
+/// Where a tensor's one reader is a rounding prologue (kRoundsToBF16: the
+/// codes of a BF16 operand that keeps the tensor's layout) and its writer
+/// can write those codes itself — a compiled elementwise kernel with a
+/// variant (kBF16ResultSuffix), or a library kernel with one
+/// (GpuLibraryBuilder::bf16ResultPosition: the cross-entropy gradient,
+/// RMSNorm's output, RoPE's backward) — the writer writes the prologue's
+/// codes and the prologue goes: the same codes, while the fp32 tensor is
+/// neither written nor read. `firstLaunch` maps the reference's launches
+/// to the plan's. Returns, as keepLaunches() does, the kept launches
+/// before each.
 FailureOr<std::vector<int>>
 writeResultsAsBF16(schedule::Schedule &plan,
                    const schedule::Schedule &reference,
                    const std::vector<int> &firstLaunch,
                    conversion::GpuLibraryBuilder &library, ModuleOp module,
                    Location loc) {
-  std::set<std::string> roundingPrologues;
+  std::set<std::string> roundingPrologues, functions;
   module.walk([&](gpu::GPUFuncOp func) {
     if (func->hasAttr(conversion::kRoundsToBF16))
       roundingPrologues.insert(func.getName().str());
+    functions.insert(func.getName().str());
   });
-  std::vector<bool> kept(plan.launches.size(), true);
-  for (size_t l = 0; l < reference.launches.size(); ++l) {
+  const int count = static_cast<int>(plan.launches.size());
+  std::vector<int> owner(count, -1); // the reference launch of each
+  for (size_t l = 0; l + 1 < firstLaunch.size(); ++l)
+    for (int g = firstLaunch[l]; g < firstLaunch[l + 1]; ++g)
+      owner[g] = static_cast<int>(l);
+  std::vector<std::vector<int>> users(plan.buffers.size());
+  for (int l = 0; l < count; ++l)
+    for (int buffer : plan.launches[l].buffers)
+      if (users[buffer].empty() || users[buffer].back() != l)
+        users[buffer].push_back(l);
+
+  std::vector<bool> kept(count, true);
+  for (int reader = 0; reader < count; ++reader) {
+    const schedule::Launch &prologue = plan.launches[reader];
+    if (!roundingPrologues.count(prologue.kernel) ||
+        prologue.buffers.size() < 2)
+      continue;
+    const int tensor = prologue.buffers[0], codes = prologue.buffers[1];
+    if (plan.buffers[tensor].role != schedule::BufferRole::Temporary ||
+        users[tensor].size() != 2 || users[tensor][1] != reader)
+      continue;
+    const int at = users[tensor][0];
+    schedule::Launch &writer = plan.launches[at];
+    // A compiled kernel whose one result is the tensor.
+    const std::string variant =
+        writer.kernel + conversion::kBF16ResultSuffix.str();
+    if (!writer.gemm && functions.count(variant) &&
+        writer.buffers.back() == tensor &&
+        llvm::count(writer.buffers, tensor) == 1) {
+      writer.kernel = variant;
+      writer.buffers.back() = codes;
+      kept[reader] = false;
+      continue;
+    }
+    // A library launch expanded to this one launch.
+    const int l = owner[at];
+    if (l < 0 || firstLaunch[l + 1] != at + 1 || firstLaunch[l] != at)
+      continue;
     const schedule::Launch &original = reference.launches[l];
-    const int at = firstLaunch[l];
-    if (!conversion::GpuLibraryBuilder::hasBF16Result(original) ||
-        firstLaunch[l + 1] != at + 1)
+    std::optional<size_t> position =
+        conversion::GpuLibraryBuilder::bf16ResultPosition(original);
+    if (!position || original.buffers[*position] != tensor ||
+        llvm::count(original.buffers, tensor) != 1)
       continue;
-    const int result = original.buffers.back();
-    std::vector<int> readers;
-    for (size_t k = 0; k < plan.launches.size(); ++k)
-      if (static_cast<int>(k) != at &&
-          llvm::is_contained(plan.launches[k].buffers, result))
-        readers.push_back(static_cast<int>(k));
-    if (readers.size() != 1 ||
-        !roundingPrologues.count(plan.launches[readers[0]].kernel) ||
-        plan.launches[readers[0]].buffers.size() < 2 ||
-        plan.launches[readers[0]].buffers[0] != result)
-      continue;
-    schedule::Launch variant = original;
-    variant.buffers.back() = plan.launches[readers[0]].buffers[1];
+    schedule::Launch replaced = original;
+    replaced.buffers[*position] = codes;
     std::vector<schedule::Launch> expanded;
-    if (failed(library.expand(variant, plan, loc, expanded,
+    if (failed(library.expand(replaced, plan, loc, expanded,
                               /*resultAsBF16=*/true)))
       return failure();
     if (expanded.size() != 1)
       return emitError(loc) << "'" << original.kernel
                             << "' with a BF16 result is not one launch";
-    plan.launches[at] = std::move(expanded.front());
-    kept[readers[0]] = false;
+    // The launch keeps its scratch buffers (the first expansion's).
+    expanded.front().buffers = writer.buffers;
+    expanded.front().buffers[*position] = codes;
+    writer = std::move(expanded.front());
+    kept[reader] = false;
   }
   return keepLaunches(plan, kept);
 }

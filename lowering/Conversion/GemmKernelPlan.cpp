@@ -409,6 +409,12 @@ DictionaryAttr GemmKernelLowering::describe(Builder &b) {
 // The prologue: rotation and quantization, one thread per segment along K
 //===----------------------------------------------------------------------===//
 
+void tetra::conversion::markBF16ResultVariant(gpu::GPUFuncOp variant) {
+  NamedAttrList fields(variant->getAttrOfType<DictionaryAttr>("tetra.launch"));
+  fields.set("bf16_result_variant", BoolAttr::get(variant.getContext(), true));
+  variant->setAttr("tetra.launch", fields.getDictionary(variant.getContext()));
+}
+
 gpu::GPUFuncOp tetra::conversion::createLaunch(OpBuilder &moduleBuilder, Location loc,
                             const std::string &name,
                             ArrayRef<std::pair<std::string, Type>> arguments,
@@ -699,7 +705,6 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
         moduleBuilder, operand.loc, name,
         {input, {scratch + ".codes", flat(count / 2, i32)}, seed, step}, grid,
         threadBlock);
-    const FormatConstants bf16 = constantsOf(numerics::ElementFormat::BF16);
     buildSegmentThreads(func, operand, block, [&](QuantizationEmitter &e,
                                                   Segment &s) {
       // Eight bf16 codes (16 bytes) a store.
@@ -707,14 +712,10 @@ void GemmKernelLowering::buildPrologue(OpBuilder &moduleBuilder,
       e.loop(e.cIndex(0), e.cIndex(s.length / 8), [&](Value g) {
         Value first = e.mulIndex(g, e.cIndex(8));
         SmallVector<Value> words;
-        for (int64_t w = 0; w < 4; ++w) {
-          Value pair[2];
-          for (int64_t h = 0; h < 2; ++h)
-            pair[h] = e.encode(s.value(e.addIndex(first, e.cIndex(2 * w + h))),
-                               e.c32(0), bf16, Rounding::NearestEven, e.c32(0));
+        for (int64_t w = 0; w < 4; ++w)
           words.push_back(
-              e.bitOr(e.bitAnd(pair[0], e.c32(0xFFFF)), e.shl(pair[1], e.c32(16))));
-        }
+              e.bf16Pair(s.value(e.addIndex(first, e.cIndex(2 * w))),
+                         s.value(e.addIndex(first, e.cIndex(2 * w + 1)))));
         vector::StoreOp::create(
             e.b,
             vector::FromElementsOp::create(e.b, VectorType::get({4}, e.i32()),
@@ -876,7 +877,6 @@ void GemmKernelLowering::buildRoundingPrologue(OpBuilder &moduleBuilder,
   QuantizationEmitter e(b);
   e.unrollsLoops = true;
   Value thread = guardedThread(e, threads);
-  const FormatConstants bf16 = constantsOf(numerics::ElementFormat::BF16);
   Value first = e.mulIndex(thread, e.cIndex(8));
   SmallVector<Value> values;
   for (int64_t half = 0; half < 2; ++half) {
@@ -888,14 +888,8 @@ void GemmKernelLowering::buildRoundingPrologue(OpBuilder &moduleBuilder,
       values.push_back(vector::ExtractOp::create(b, quad, ArrayRef<int64_t>{q}));
   }
   SmallVector<Value> words;
-  for (int64_t w = 0; w < 4; ++w) {
-    Value pair[2];
-    for (int64_t h = 0; h < 2; ++h)
-      pair[h] = e.encode(values[2 * w + h], e.c32(0), bf16,
-                         Rounding::NearestEven, e.c32(0));
-    words.push_back(
-        e.bitOr(e.bitAnd(pair[0], e.c32(0xFFFF)), e.shl(pair[1], e.c32(16))));
-  }
+  for (int64_t w = 0; w < 4; ++w)
+    words.push_back(e.bf16Pair(values[2 * w], values[2 * w + 1]));
   vector::StoreOp::create(
       b, vector::FromElementsOp::create(b, VectorType::get({4}, i32), words),
       func.getArgument(1), ValueRange{e.mulIndex(thread, e.cIndex(4))},

@@ -157,6 +157,14 @@ std::string gemmName(KernelOp kernel);
 /// first) — a producer that can write those codes itself may replace it.
 constexpr llvm::StringLiteral kRoundsToBF16 = "tetra.rounds_to_bf16";
 
+/// A kernel function's variant that writes its result as those BF16 codes
+/// (the result argument i32 words of two) is the function's name plus this
+/// suffix. It is no launch of its own (its `tetra.launch` says
+/// `bf16_result_variant`): the compiler launches it in the function's place
+/// where the result's one reader is a rounding prologue.
+constexpr llvm::StringLiteral kBF16ResultSuffix = "__bf16";
+void markBF16ResultVariant(mlir::gpu::GPUFuncOp variant);
+
 /// The flat memref type of `count` elements of `element`.
 mlir::MemRefType flat(int64_t count, mlir::Type element);
 

@@ -100,11 +100,6 @@ LogicalResult tetra::conversion::lowerElementwiseKernel(KernelOp kernel,
   auto gpuModule = gpu::GPUModuleOp::create(builder, kernel.getLoc(),
                                             kernel.getKernelName());
   OpBuilder inner = OpBuilder::atBlockBegin(gpuModule.getBody());
-  SmallVector<std::pair<std::string, Type>> arguments;
-  for (unsigned i = 0; i < entry.getNumArguments(); ++i)
-    arguments.push_back({fmt::format("input:{}", i), flat(count, f32)});
-  for (unsigned i = 0; i < kernel.getNumResults(); ++i)
-    arguments.push_back({fmt::format("result:{}", i), flat(count, f32)});
   // Four elements a thread where the count allows: one 16-byte load of
   // each input and one 16-byte store of each result (the buffers start on
   // 16-byte boundaries) keep four times the bytes in flight — the kernels
@@ -113,53 +108,85 @@ LogicalResult tetra::conversion::lowerElementwiseKernel(KernelOp kernel,
   // one, the same operations on the same values.
   const int64_t lanes = count % 4 == 0 ? 4 : 1;
   const int64_t threads = count / lanes;
-  gpu::GPUFuncOp func = createLaunch(
-      inner, kernel.getLoc(), kernel.getKernelName().str(), arguments,
-      {ceilDiv(threads, kElementwiseThreads), 1, 1},
-      {kElementwiseThreads, 1, 1});
-  Body body(func);
-  QuantizationEmitter &e = body.e;
-  Value t = body.global(kElementwiseThreads);
-  body.ifThen(body.ult(t, e.cIndex(threads)), [&] {
-    Value first = e.mulIndex(t, e.cIndex(lanes));
-    auto vectorType = VectorType::get({lanes}, f32);
-    SmallVector<IRMapping> values(lanes);
-    for (auto [n, argument] : llvm::enumerate(entry.getArguments())) {
-      if (lanes == 1) {
-        values[0].map(argument, body.load(func.getArgument(n), first));
-        continue;
+  // The kernel, and where it has one result and four elements a thread,
+  // its variant NAME__bf16 that writes the result as BF16 codes (i32 words
+  // of two, nearest even: bf16Pair) — the compiler launches it instead
+  // where the result's one reader is a BF16 operand's rounding prologue.
+  auto build = [&](const std::string &name, bool resultAsBF16) {
+    SmallVector<std::pair<std::string, Type>> arguments;
+    for (unsigned i = 0; i < entry.getNumArguments(); ++i)
+      arguments.push_back({fmt::format("input:{}", i), flat(count, f32)});
+    for (unsigned i = 0; i < kernel.getNumResults(); ++i)
+      arguments.push_back(
+          {fmt::format("result:{}", i),
+           resultAsBF16 ? flat(count / 2, builder.getI32Type())
+                        : flat(count, f32)});
+    gpu::GPUFuncOp func = createLaunch(
+        inner, kernel.getLoc(), name, arguments,
+        {ceilDiv(threads, kElementwiseThreads), 1, 1},
+        {kElementwiseThreads, 1, 1});
+    if (resultAsBF16)
+      markBF16ResultVariant(func);
+    Body body(func);
+    QuantizationEmitter &e = body.e;
+    Value t = body.global(kElementwiseThreads);
+    body.ifThen(body.ult(t, e.cIndex(threads)), [&] {
+      Value first = e.mulIndex(t, e.cIndex(lanes));
+      auto vectorType = VectorType::get({lanes}, f32);
+      SmallVector<IRMapping> values(lanes);
+      for (auto [n, argument] : llvm::enumerate(entry.getArguments())) {
+        if (lanes == 1) {
+          values[0].map(argument, body.load(func.getArgument(n), first));
+          continue;
+        }
+        Value loaded = vector::LoadOp::create(
+            body.b, vectorType, func.getArgument(n), ValueRange{first},
+            /*nontemporal=*/false, body.b.getI64IntegerAttr(16));
+        for (int64_t l = 0; l < lanes; ++l)
+          values[l].map(argument, vector::ExtractOp::create(
+                                      body.b, loaded, ArrayRef<int64_t>{l}));
       }
-      Value loaded = vector::LoadOp::create(
-          body.b, vectorType, func.getArgument(n), ValueRange{first},
-          /*nontemporal=*/false, body.b.getI64IntegerAttr(16));
       for (int64_t l = 0; l < lanes; ++l)
-        values[l].map(argument, vector::ExtractOp::create(
-                                    body.b, loaded, ArrayRef<int64_t>{l}));
-    }
-    for (int64_t l = 0; l < lanes; ++l)
-      for (Operation &op : entry.without_terminator()) {
-        SmallVector<Value> x;
-        for (Value operand : op.getOperands())
-          x.push_back(values[l].lookup(operand));
-        values[l].map(op.getResult(0), elementwiseValue(body, &op, x));
+        for (Operation &op : entry.without_terminator()) {
+          SmallVector<Value> x;
+          for (Value operand : op.getOperands())
+            x.push_back(values[l].lookup(operand));
+          values[l].map(op.getResult(0), elementwiseValue(body, &op, x));
+        }
+      for (auto [n, yielded] :
+           llvm::enumerate(entry.getTerminator()->getOperands())) {
+        Value out = func.getArgument(entry.getNumArguments() + n);
+        if (lanes == 1) {
+          body.store(values[0].lookup(yielded), out, first);
+          continue;
+        }
+        SmallVector<Value> lanesOut;
+        for (int64_t l = 0; l < lanes; ++l)
+          lanesOut.push_back(values[l].lookup(yielded));
+        if (resultAsBF16) {
+          Value words = vector::FromElementsOp::create(
+              body.b, VectorType::get({2}, e.i32()),
+              ValueRange{e.bf16Pair(lanesOut[0], lanesOut[1]),
+                         e.bf16Pair(lanesOut[2], lanesOut[3])});
+          vector::StoreOp::create(body.b, words, out,
+                                  ValueRange{e.divIndex(first, 2)},
+                                  /*nontemporal=*/false,
+                                  body.b.getI64IntegerAttr(8));
+          continue;
+        }
+        vector::StoreOp::create(
+            body.b,
+            vector::FromElementsOp::create(body.b, vectorType, lanesOut), out,
+            ValueRange{first}, /*nontemporal=*/false,
+            body.b.getI64IntegerAttr(16));
       }
-    for (auto [n, yielded] :
-         llvm::enumerate(entry.getTerminator()->getOperands())) {
-      Value out = func.getArgument(entry.getNumArguments() + n);
-      if (lanes == 1) {
-        body.store(values[0].lookup(yielded), out, first);
-        continue;
-      }
-      SmallVector<Value> lanesOut;
-      for (int64_t l = 0; l < lanes; ++l)
-        lanesOut.push_back(values[l].lookup(yielded));
-      vector::StoreOp::create(
-          body.b, vector::FromElementsOp::create(body.b, vectorType, lanesOut),
-          out, ValueRange{first}, /*nontemporal=*/false,
-          body.b.getI64IntegerAttr(16));
-    }
-  });
-  body.finish();
+    });
+    body.finish();
+  };
+  build(kernel.getKernelName().str(), /*resultAsBF16=*/false);
+  if (kernel.getNumResults() == 1 && lanes == 4)
+    build((kernel.getKernelName() + kBF16ResultSuffix).str(),
+          /*resultAsBF16=*/true);
   return success();
 }
 
@@ -219,9 +246,18 @@ GpuLibraryBuilder::GpuLibraryBuilder(ModuleOp module, llvm::StringRef chip)
                                       "tetra_library");
 }
 
-bool GpuLibraryBuilder::hasBF16Result(const Launch &launch) {
-  return launch.kernel == "cross_entropy.backward" &&
-         launch.scalars.size() >= 2 && launch.scalars[1].asInt() % 2 == 0;
+std::optional<size_t> GpuLibraryBuilder::bf16ResultPosition(const Launch &launch) {
+  // (The registry's buffers and scalars: runtime/kernels/.)
+  auto evenScalar = [&](size_t i) {
+    return launch.scalars.size() > i && launch.scalars[i].asInt() % 2 == 0;
+  };
+  if (launch.kernel == "cross_entropy.backward" && evenScalar(1)) // vocab
+    return 4;
+  if (launch.kernel == "rmsnorm.forward" && evenScalar(1)) // dim
+    return 2;
+  if (launch.kernel == "rope.backward") // pairs of columns
+    return 1;
+  return std::nullopt;
 }
 
 LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
@@ -229,7 +265,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                                         Location loc,
                                         std::vector<Launch> &launches,
                                         bool resultAsBF16) {
-  if (resultAsBF16 && !hasBF16Result(launch))
+  if (resultAsBF16 && !bf16ResultPosition(launch))
     return emitError(loc) << "'" << launch.kernel
                           << "' has no variant with a BF16 result";
   MLIRContext *context = library_.getContext();
@@ -295,8 +331,8 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                                                          kElementwiseThreads)),
                                 1, 1};
     std::string symbol = function(
-        "", registryArguments(context, call), grid, kElementwiseThreads,
-        [&](Body &body) {
+        resultAsBF16 ? "bf16" : "", registryArguments(context, call), grid,
+        kElementwiseThreads, [&](Body &body) {
           Value i = body.global(kElementwiseThreads);
           body.ifThen(body.ult(i, body.e.cIndex(count)),
                       [&] { each(body, i); });
@@ -468,13 +504,22 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
             });
           });
           // The tokens pass through shared memory a chunk at a time (read
-          // once per block, coalesced); each thread then scans them in
-          // order.
+          // once per block, coalesced). The block then lists the chunk's
+          // positions whose token is in its rows, in order — thread t looks
+          // at tokens [kScan t, kScan (t + 1)), a scan of the threads'
+          // counts places its finds — and each thread (a column) adds the
+          // listed rows: every gradient row is added to its token's row in
+          // token order, as on the CPU, and a thread reads only the chunk's
+          // finds instead of all of its tokens.
+          constexpr int64_t kScan = kTokenChunk / kRowThreads;
           Value tokens = body.sharedArray(kTokenChunk, e.i32());
+          Value found = body.sharedArray(kTokenChunk, e.i32());
+          Value counts = body.sharedArray(kRowThreads, e.i32());
+          Value tid = body.thread();
           body.strided(e.cIndex(0), e.cIndex(count), kTokenChunk, {},
                        [&](Value start, ValueRange) {
             body.barrier();
-            body.strided(body.thread(), e.cIndex(kTokenChunk), kRowThreads, {},
+            body.strided(tid, e.cIndex(kTokenChunk), kRowThreads, {},
                          [&](Value i, ValueRange) {
               Value n = e.addIndex(start, i);
               Value inside = body.ult(n, e.cIndex(count));
@@ -486,20 +531,53 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
               return SmallVector<Value>{};
             });
             body.barrier();
+            // The thread's tokens in this block's rows (-1, past the
+            // tokens, is in none).
+            Value mine = e.mulIndex(tid, e.cIndex(kScan));
+            auto inRows = [&](Value j) {
+              return body.within(body.index(body.load(tokens, j)), first,
+                                 last);
+            };
+            Value own = e.c32(0);
+            for (int64_t j = 0; j < kScan; ++j)
+              own = e.add(own, e.zext(inRows(e.addIndex(mine, e.cIndex(j))),
+                                      e.i32()));
+            // Inclusive scan of the counts (Hillis-Steele).
+            body.store(own, counts, tid);
+            body.barrier();
+            for (int64_t d = 1; d < kRowThreads; d *= 2) {
+              Value reaches = arith::CmpIOp::create(
+                  body.b, CmpIPredicate::uge, tid, e.cIndex(d));
+              Value before = body.load(
+                  counts, e.select(reaches, e.subIndex(tid, e.cIndex(d)), tid));
+              Value sum = e.add(body.load(counts, tid),
+                                e.select(reaches, before, e.c32(0)));
+              body.barrier();
+              body.store(sum, counts, tid);
+              body.barrier();
+            }
+            Value next = e.sub(body.load(counts, tid), own);
+            for (int64_t j = 0; j < kScan; ++j) {
+              Value position = e.addIndex(mine, e.cIndex(j));
+              Value take = inRows(position);
+              body.ifThen(take, [&] {
+                body.store(arith::IndexCastOp::create(body.b, e.i32(), position),
+                           found, body.index(next));
+              });
+              next = e.add(next, e.zext(take, e.i32()));
+            }
+            Value total = body.index(
+                body.load(counts, e.cIndex(kRowThreads - 1)));
+            body.barrier();
             body.ifThen(body.ult(c, e.cIndex(dim)), [&] {
-              Value end = arith::MinUIOp::create(
-                  body.b, e.cIndex(kTokenChunk),
-                  arith::SubIOp::create(body.b, e.cIndex(count), start));
-              e.loop(e.cIndex(0), end, [&](Value j) {
+              e.loop(e.cIndex(0), total, [&](Value k) {
+                Value j = body.index(body.load(found, k));
                 Value token = body.index(body.load(tokens, j));
-                Value mine = body.within(token, first, last);
-                body.ifThen(mine, [&] {
-                  Value n = e.addIndex(start, j);
-                  Value at = e.addIndex(e.mulIndex(token, e.cIndex(dim)), c);
-                  Value grad = body.load(
-                      body.arg(1), e.addIndex(e.mulIndex(n, e.cIndex(dim)), c));
-                  body.store(e.addf(body.load(table, at), grad), table, at);
-                });
+                Value n = e.addIndex(start, j);
+                Value at = e.addIndex(e.mulIndex(token, e.cIndex(dim)), c);
+                Value grad = body.load(
+                    body.arg(1), e.addIndex(e.mulIndex(n, e.cIndex(dim)), c));
+                body.store(e.addf(body.load(table, at), grad), table, at);
               });
             });
             return SmallVector<Value>{};
@@ -514,8 +592,8 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     const int64_t rows = call.integer(0), dim = call.integer(1);
     std::array<int64_t, 3> grid{rows, 1, 1};
     std::string symbol = function(
-        "", registryArguments(context, call), grid, kRowThreads,
-        [&](Body &body) {
+        resultAsBF16 ? "bf16" : "", registryArguments(context, call), grid,
+        kRowThreads, [&](Body &body) {
           QuantizationEmitter &e = body.e;
           Value shared = body.sharedArray(kRowThreads, f64);
           Value row = body.block(), tid = body.thread();
@@ -538,11 +616,26 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           body.ifThen(arith::CmpIOp::create(body.b, CmpIPredicate::eq, tid,
                                             e.cIndex(0)),
                       [&] { body.store(scale, body.arg(3), row); });
+          auto normalized = [&](Value c) {
+            return e.mulf(
+                e.mulf(body.load(body.arg(0), e.addIndex(base, c)), scale),
+                body.load(body.arg(1), c));
+          };
+          if (resultAsBF16) { // a word of two columns a thread
+            body.strided(tid, e.cIndex(dim / 2), kRowThreads, {},
+                         [&](Value p, ValueRange) {
+                           Value c = e.mulIndex(p, e.cIndex(2));
+                           body.store(
+                               e.bf16Pair(normalized(c),
+                                          normalized(e.addIndex(c, e.cIndex(1)))),
+                               body.arg(2),
+                               e.addIndex(e.divIndex(base, 2), p));
+                           return SmallVector<Value>{};
+                         });
+            return;
+          }
           columns({}, [&](Value c, ValueRange) {
-            Value at = e.addIndex(base, c);
-            body.store(e.mulf(e.mulf(body.load(body.arg(0), at), scale),
-                              body.load(body.arg(1), c)),
-                       body.arg(2), at);
+            body.store(normalized(c), body.arg(2), e.addIndex(base, c));
             return SmallVector<Value>{};
           });
         });
@@ -707,8 +800,14 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           e.mulIndex(pair, e.cIndex(2)));
       Value next = e.addIndex(base, e.cIndex(1));
       Value x0 = body.load(body.arg(0), base), x1 = body.load(body.arg(0), next);
-      body.store(e.subf(e.mulf(x0, c), e.mulf(x1, s)), body.arg(1), base);
-      body.store(e.addf(e.mulf(x0, s), e.mulf(x1, c)), body.arg(1), next);
+      Value y0 = e.subf(e.mulf(x0, c), e.mulf(x1, s));
+      Value y1 = e.addf(e.mulf(x0, s), e.mulf(x1, c));
+      if (resultAsBF16) {
+        body.store(e.bf16Pair(y0, y1), body.arg(1), e.divIndex(base, 2));
+        return;
+      }
+      body.store(y0, body.arg(1), base);
+      body.store(y1, body.arg(1), next);
     });
     return success();
   }
@@ -1147,17 +1246,10 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                   body.b.getI64IntegerAttr(4 * lanes));
               return;
             }
-            const FormatConstants bf16 =
-                constantsOf(numerics::ElementFormat::BF16);
             SmallVector<Value> words;
-            for (int64_t w = 0; w < lanes / 2; ++w) {
-              Value pair[2];
-              for (int64_t h = 0; h < 2; ++h)
-                pair[h] = e.encode(gradients[2 * w + h], e.c32(0), bf16,
-                                   Rounding::NearestEven, e.c32(0));
-              words.push_back(e.bitOr(e.bitAnd(pair[0], e.c32(0xFFFF)),
-                                      e.shl(pair[1], e.c32(16))));
-            }
+            for (int64_t w = 0; w < lanes / 2; ++w)
+              words.push_back(
+                  e.bf16Pair(gradients[2 * w], gradients[2 * w + 1]));
             vector::StoreOp::create(
                 body.b,
                 vector::FromElementsOp::create(

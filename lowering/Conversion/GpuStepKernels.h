@@ -42,6 +42,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,16 +75,19 @@ public:
   /// schedule's buffers as temporaries. An error (at `loc`) for a kernel
   /// with no GPU implementation.
   ///
-  /// `resultAsBF16`: the launch's last buffer takes its result as BF16
-  /// codes, nearest even (i32 words of two, the low half first) — what a
-  /// BF16 operand's rounding prologue makes of the fp32 result, bit for
-  /// bit. Only cross_entropy.backward has this variant (hasBF16Result).
+  /// `resultAsBF16`: the buffer at bf16ResultPosition(launch) takes its
+  /// result as BF16 codes, nearest even (i32 words of two, the low half
+  /// first: QuantizationEmitter::bf16Pair) — what a BF16 operand's rounding
+  /// prologue makes of the fp32 result, bit for bit.
   mlir::LogicalResult expand(const schedule::Launch &launch,
                              schedule::Schedule &schedule, mlir::Location loc,
                              std::vector<schedule::Launch> &launches,
                              bool resultAsBF16 = false);
-  /// Whether expand() can write `launch`'s result as BF16 codes.
-  static bool hasBF16Result(const schedule::Launch &launch);
+  /// The position among `launch`'s buffers of the result expand() can
+  /// write as BF16 codes, for the kernels that can: cross_entropy.backward
+  /// (the logits' gradient), rmsnorm.forward (its output, not rstd),
+  /// rope.backward. Each then expands to one launch.
+  static std::optional<size_t> bf16ResultPosition(const schedule::Launch &launch);
 
 private:
   mlir::gpu::GPUModuleOp library_;

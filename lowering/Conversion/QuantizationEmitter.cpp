@@ -405,3 +405,11 @@ void QuantizationEmitter::hadamardSigns(Value signs, int64_t blockSize,
                                   signs, j);
   });
 }
+
+Value QuantizationEmitter::bf16Pair(Value low, Value high) {
+  const FormatConstants bf16 = constantsOf(numerics::ElementFormat::BF16);
+  Value codes[2];
+  for (auto [i, x] : llvm::enumerate(std::array<Value, 2>{low, high}))
+    codes[i] = encode(x, c32(0), bf16, Rounding::NearestEven, c32(0));
+  return bitOr(bitAnd(codes[0], c32(0xFFFF)), shl(codes[1], c32(16)));
+}

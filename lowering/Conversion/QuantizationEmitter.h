@@ -197,6 +197,10 @@ public:
     return select(below, cF32(0.0f),
                   select(above, cF32(INFINITY), select(isNan, x, result)));
   }
+  /// Two fp32 values as one i32 word of BF16 codes, nearest even
+  /// (encode(), NaN canonical), `low` in the low half: how every BF16
+  /// operand's codes are stored.
+  Value bf16Pair(Value low, Value high);
   /// SiLU's gradient dy (s + x s (1 - s)), s = 1 / (1 + fastExp(-x)): the
   /// CPU's silu.backward (runtime/kernels/Elementwise.cpp), op for op.
   Value siluGradient(Value x, Value dy) {
