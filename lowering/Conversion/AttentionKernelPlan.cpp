@@ -609,18 +609,43 @@ private:
     return next;
   }
 
-  /// The tile's scores S = Q K^T (unscaled), -inf where masked: keys past
-  /// a row's position or the sequence.
+  /// `tiles` after `mask` where `needed` (block-uniform), as they are
+  /// elsewhere: only the tiles on the causal diagonal or at the sequence's
+  /// end pay for their masks.
+  Tiles maskedWhere(Value needed, const Tiles &tiles,
+                    function_ref<void(Tiles &)> mask) {
+    SmallVector<Value> values = body.ifElse(
+        needed,
+        [&] {
+          Tiles masked = tiles;
+          mask(masked);
+          return flatten(masked);
+        },
+        flatten(tiles));
+    return unflatten(values, static_cast<int64_t>(tiles.size()) * tile.tileN());
+  }
+
+  /// The tile's scores S = Q K^T (unscaled) for the query block starting
+  /// at `blockFirst`, -inf where masked: keys past a row's position or the
+  /// sequence.
   Tiles maskedScores(const Operand &queries, const Operand &keys,
-                     Value keyFirst, ArrayRef<Value> position) {
+                     Value keyFirst, ArrayRef<Value> position,
+                     Value blockFirst) {
     Tiles scores = zeros(tiling.inner);
     product(scores, queries, hd, keys, /*nMajor=*/true);
-    SmallVector<Value> limit = visibleLimits(position, keyFirst);
-    for (auto [n, t] : llvm::enumerate(scores))
-      for (int64_t r = 0; r < tile.cValues(); ++r)
-        t[r] = e.select(sle(columnOf(n, r), limit[tile.rowSlot(r)]), t[r],
-                        e.cF32(-INFINITY));
-    return scores;
+    // Every key of the tile is visible to every row of the block where
+    // its last key is at most the block's first row and inside the
+    // sequence.
+    Value needed = body.ult(
+        minIndex(e.addIndex(blockFirst, e.cIndex(1)), e.cIndex(shape.seq)),
+        e.addIndex(keyFirst, e.cIndex(tiling.inner)));
+    return maskedWhere(needed, scores, [&](Tiles &masked) {
+      SmallVector<Value> limit = visibleLimits(position, keyFirst);
+      for (auto [n, t] : llvm::enumerate(masked))
+        for (int64_t r = 0; r < tile.cValues(); ++r)
+          t[r] = e.select(sle(columnOf(n, r), limit[tile.rowSlot(r)]), t[r],
+                          e.cF32(-INFINITY));
+    });
   }
 
   /// One key tile of the online softmax: from the running (scaled) maximum
@@ -713,7 +738,7 @@ void TiledAttention::forward() {
         SmallVector<Value> prefetched =
             fetchKeysValues(q, e.addIndex(keyFirst, e.cIndex(inner)));
 
-        Tiles scores = maskedScores(queries, keys, keyFirst, position);
+        Tiles scores = maskedScores(queries, keys, keyFirst, position, first);
         Online next = online(scores, maximum, sum);
         for (SmallVector<Value> &t : out)
           for (int64_t r = 0; r < tile.cValues(); ++r)
@@ -777,7 +802,7 @@ void TiledAttention::forwardRoundedProbabilities() {
         body.barrier();
         SmallVector<Value> prefetched =
             fetchKeys(e.addIndex(keyFirst, e.cIndex(inner)));
-        Tiles scores = maskedScores(queries, keys, keyFirst, position);
+        Tiles scores = maskedScores(queries, keys, keyFirst, position, first);
         Online next = online(scores, maximum, sum);
         SmallVector<Value> yielded = next.maximum;
         yielded.append(next.sum.begin(), next.sum.end());
@@ -808,7 +833,7 @@ void TiledAttention::forwardRoundedProbabilities() {
             fetchKeysValues(q, e.addIndex(keyFirst, e.cIndex(inner)));
         // P = exp(s scale - lse), 0 where masked (exp(-inf)); rounded as
         // the product's operand.
-        Tiles scores = maskedScores(queries, keys, keyFirst, position);
+        Tiles scores = maskedScores(queries, keys, keyFirst, position, first);
         for (SmallVector<Value> &t : scores)
           for (int64_t r = 0; r < tile.cValues(); ++r)
             t[r] = expScaled(t[r], lseShift[tile.rowSlot(r)]);
@@ -870,7 +895,7 @@ void TiledAttention::queryGradients() {
             fetchKeysValues(q, e.addIndex(keyFirst, e.cIndex(inner)));
         // dS = P (dP - delta), P = exp(s scale - lse): 0 where masked
         // (exp(-inf); dP is finite, zero-filled past the sequence).
-        Tiles scores = maskedScores(queries, keys, keyFirst, position);
+        Tiles scores = maskedScores(queries, keys, keyFirst, position, first);
         Tiles dp = zeros(inner);
         product(dp, outGrads, hd, values, /*nMajor=*/true);
         for (auto [n, t] : llvm::enumerate(scores))
@@ -965,27 +990,37 @@ void TiledAttention::keyValueGradients() {
               Tiles scores = zeros(inner), dp = zeros(inner);
               product(scores, keys, hd, queries, /*nMajor=*/true);
               product(dp, values, hd, outGrads, /*nMajor=*/true);
-              // Query column c is visible to key row slot s iff
-              // position_s - queryFirst <= c < seq - queryFirst.
-              SmallVector<Value> lower;
-              for (Value p : position)
-                lower.push_back(arith::SubIOp::create(body.b, p, queryFirst));
-              Value upper = arith::SubIOp::create(
-                  body.b, e.cIndex(shape.seq), queryFirst);
               for (auto [n, t] : llvm::enumerate(scores))
-                for (int64_t r = 0; r < tile.cValues(); ++r) {
-                  Value column = columnOf(n, r);
-                  Value visible = e.bitAnd(
-                      sle(lower[tile.rowSlot(r)], column),
-                      arith::CmpIOp::create(body.b, CmpIPredicate::slt,
-                                            column, upper));
-                  Value p = e.select(
-                      visible, expScaled(t[r], body.load(lseShift, column)),
-                      e.cF32(0.0f));
-                  t[r] = p;
-                  dp[n][r] =
-                      e.mulf(p, e.subf(dp[n][r], body.load(delta, column)));
-                }
+                for (int64_t r = 0; r < tile.cValues(); ++r)
+                  t[r] = expScaled(t[r], body.load(lseShift, columnOf(n, r)));
+              // Query column c is visible to key row slot s iff
+              // position_s - queryFirst <= c < seq - queryFirst: to every
+              // row where the block's last key is at most the tile's
+              // first query and the tile is inside the sequence.
+              Value needed = e.bitOr(
+                  body.ult(queryFirst, e.addIndex(first, e.cIndex(rows - 1))),
+                  body.ult(e.cIndex(shape.seq),
+                           e.addIndex(queryFirst, e.cIndex(inner))));
+              scores = maskedWhere(needed, scores, [&](Tiles &masked) {
+                SmallVector<Value> lower;
+                for (Value p : position)
+                  lower.push_back(arith::SubIOp::create(body.b, p, queryFirst));
+                Value upper = arith::SubIOp::create(
+                    body.b, e.cIndex(shape.seq), queryFirst);
+                for (auto [n, t] : llvm::enumerate(masked))
+                  for (int64_t r = 0; r < tile.cValues(); ++r) {
+                    Value column = columnOf(n, r);
+                    Value visible = e.bitAnd(
+                        sle(lower[tile.rowSlot(r)], column),
+                        arith::CmpIOp::create(body.b, CmpIPredicate::slt,
+                                              column, upper));
+                    t[r] = e.select(visible, t[r], e.cF32(0.0f));
+                  }
+              });
+              for (auto [n, t] : llvm::enumerate(scores))
+                for (int64_t r = 0; r < tile.cValues(); ++r)
+                  dp[n][r] = e.mulf(t[r], e.subf(dp[n][r],
+                                                 body.load(delta, columnOf(n, r))));
               if (!inRegisters(tile)) { // both stashed before one barrier
                 stash(scores, probabilities);
                 stash(dp, scoreGrads);
