@@ -1807,7 +1807,6 @@ void GemmKernelLowering::buildSplitSum(OpBuilder &moduleBuilder) {
        {"result:0", flat(count, f32)}},
       {(threads + kPrologueThreads - 1) / kPrologueThreads, 1, 1},
       {kPrologueThreads, 1, 1});
-  func->setAttr(kRoundsToBF16, UnitAttr::get(context));
   Block &entry = func.getBody().front();
   ImplicitLocOpBuilder b(matmul.getLoc(), context);
   b.setInsertionPointToStart(&entry);
