@@ -92,7 +92,7 @@ LogicalResult expandCompiledLaunch(const schedule::Launch &launch,
   const size_t results = launch.buffers.size() - inputs;
   std::map<std::string, int> scratch;
   for (const GpuLaunch &gpu : kernel.launches) {
-    if (gpu.bf16ResultVariant) // launched in its function's place
+    if (gpu.variant) // launched only in its function's place
       continue;
     schedule::Launch next;
     next.kernel = gpu.function;
@@ -452,6 +452,55 @@ writeResultsAsBF16(schedule::Schedule &plan,
   return keepLaunches(plan, kept);
 }
 
+/// Where an elementwise launch only adds two tensors (kAddsItsInputs) and
+/// one of them is read by nothing else and written by a launch with a
+/// kPlusAddendSuffix variant (a GEMM's last launch), after the other is
+/// written, that launch writes the sum itself and the add goes: a
+/// residual connection's x + linear(a, w) is the linear's epilogue, and
+/// the sum of two Dgrads the later one's. IEEE addition commutes: the
+/// same bits. Returns, as keepLaunches() does, the kept launches before
+/// each.
+std::vector<int> addIntoWriters(schedule::Schedule &plan, ModuleOp module) {
+  std::set<std::string> adds, functions;
+  module.walk([&](gpu::GPUFuncOp func) {
+    if (func->hasAttr(conversion::kAddsItsInputs))
+      adds.insert(func.getName().str());
+    functions.insert(func.getName().str());
+  });
+  const int count = static_cast<int>(plan.launches.size());
+  std::vector<std::vector<int>> users(plan.buffers.size());
+  for (int l = 0; l < count; ++l)
+    for (int buffer : plan.launches[l].buffers)
+      if (users[buffer].empty() || users[buffer].back() != l)
+        users[buffer].push_back(l);
+  std::vector<bool> kept(count, true);
+  for (int a = 0; a < count; ++a) {
+    const schedule::Launch &add = plan.launches[a];
+    if (!adds.count(add.kernel) || add.buffers.size() != 3)
+      continue;
+    for (int t = 0; t < 2; ++t) {
+      const int tensor = add.buffers[t], addend = add.buffers[1 - t];
+      if (plan.buffers[tensor].role != schedule::BufferRole::Temporary ||
+          users[tensor].size() != 2 || users[tensor][1] != a ||
+          users[addend].empty())
+        continue;
+      schedule::Launch &writer = plan.launches[users[tensor][0]];
+      const std::string variant =
+          writer.kernel + conversion::kPlusAddendSuffix.str();
+      if (!functions.count(variant) || writer.buffers.back() != tensor ||
+          llvm::count(writer.buffers, tensor) != 1 ||
+          users[addend].front() >= users[tensor][0])
+        continue;
+      writer.kernel = variant;
+      writer.buffers.back() = add.buffers[2];
+      writer.buffers.push_back(addend);
+      kept[a] = false;
+      break;
+    }
+  }
+  return keepLaunches(plan, kept);
+}
+
 FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
     MLIRContext &context, const llvm::SourceMgr &sourceMgr,
     const frontend::ModelGraph &model, const frontend::ResolvedPolicy *policy,
@@ -539,8 +588,9 @@ FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
     plan->phases.gradientsEnd = keptBefore[plan->phases.gradientsEnd];
     plan->phases.updateBegin = keptBefore[plan->phases.updateBegin];
   };
-  // Then an operand quantized the same way for two GEMMs, once; and a
-  // rounded operand written by its producer where it can.
+  // Then an operand quantized the same way for two GEMMs, once; a rounded
+  // operand written by its producer where it can; a sum by the writer of
+  // one of its terms.
   renumber(shareRepeatedOperandLaunches(*plan, newEnds[0],
                                         operandCodeNames(*module)));
   FailureOr<std::vector<int>> keptBefore =
@@ -548,6 +598,7 @@ FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
   if (failed(keptBefore))
     return failure();
   renumber(*keptBefore);
+  renumber(addIntoWriters(*plan, *module));
   schedule::planMemory(*plan);
 
   FailureOr<std::vector<GpuKernelCode>> code =

@@ -81,7 +81,7 @@ std::vector<GpuLaunch> launchesOf(gpu::GPUModuleOp gpuModule) {
     }
     for (Attribute name : launch.getAs<ArrayAttr>("arguments"))
       entry.arguments.push_back(cast<StringAttr>(name).str());
-    entry.bf16ResultVariant = launch.contains("bf16_result_variant");
+    entry.variant = launch.contains("variant");
     launches.push_back(std::move(entry));
   }
   return launches;

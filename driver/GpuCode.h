@@ -27,9 +27,9 @@ struct GpuLaunch {
   std::string function;
   std::array<int64_t, 3> grid{}, block{};
   std::vector<std::string> arguments;
-  /// A variant writing its result as BF16 codes (kBF16ResultSuffix),
-  /// launched only in its function's place.
-  bool bf16ResultVariant = false;
+  /// A variant of another function (GemmKernelPlan.h: kBF16ResultSuffix,
+  /// kPlusAddendSuffix), launched only in its function's place.
+  bool variant = false;
 };
 
 /// One compiled GEMM kernel.

@@ -1,6 +1,7 @@
 //===- GemmKernelPlan.cpp - One plan for every GPU target's GEMMs ---------===//
 
 #include "lowering/Conversion/GemmKernelPlan.h"
+
 #include "dialect/LLVMFormatters.h"
 #include "lowering/Conversion/GpuStepKernels.h"
 
@@ -10,6 +11,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <functional>
@@ -271,7 +273,39 @@ LogicalResult GemmKernelLowering::lower(ModuleOp module) {
   buildGemm(inner);
   if (tiling.splitK > 1)
     buildSplitSum(inner);
+  if (resultIsAddedTo()) {
+    if (tiling.splitK > 1)
+      buildSplitSum(inner, /*plusAddend=*/true);
+    else
+      buildGemm(inner, /*plusAddend=*/true);
+  }
   return success();
+}
+
+bool GemmKernelLowering::resultIsAddedTo() const {
+  Value result = kernel->getResult(0);
+  // Through reshapes (the schedule's buffer is the same).
+  while (result.hasOneUse() &&
+         isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
+             *result.getUsers().begin()))
+    result = result.getUsers().begin()->getResult(0);
+  if (!result.hasOneUse())
+    return false;
+  auto reader = dyn_cast<KernelOp>(*result.getUsers().begin());
+  return reader && addsItsInputs(reader);
+}
+
+bool tetra::conversion::addsItsInputs(KernelOp kernel) {
+  Block &body = kernel.getBodyBlock();
+  if (body.getNumArguments() != 2 || kernel.getNumResults() != 1 ||
+      !llvm::hasSingleElement(body.without_terminator()))
+    return false;
+  auto add = dyn_cast<AddOp>(body.front());
+  return add && add->getOperand(0) != add->getOperand(1) &&
+         llvm::all_of(add->getOperands(),
+                      [&](Value x) { return x.getParentBlock() == &body &&
+                                            isa<BlockArgument>(x); }) &&
+         body.getTerminator()->getOperand(0) == add.getResult();
 }
 
 //===----------------------------------------------------------------------===//
@@ -409,9 +443,9 @@ DictionaryAttr GemmKernelLowering::describe(Builder &b) {
 // The prologue: rotation and quantization, one thread per segment along K
 //===----------------------------------------------------------------------===//
 
-void tetra::conversion::markBF16ResultVariant(gpu::GPUFuncOp variant) {
+void tetra::conversion::markVariant(gpu::GPUFuncOp variant) {
   NamedAttrList fields(variant->getAttrOfType<DictionaryAttr>("tetra.launch"));
-  fields.set("bf16_result_variant", BoolAttr::get(variant.getContext(), true));
+  fields.set("variant", BoolAttr::get(variant.getContext(), true));
   variant->setAttr("tetra.launch", fields.getDictionary(variant.getContext()));
 }
 
@@ -1343,7 +1377,8 @@ struct OperandStaging {
 
 } // namespace
 
-void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
+void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
+                                   bool plusAddend) {
   MLIRContext *context = kernel.getContext();
   Type f32 = Float32Type::get(context), i8 = IntegerType::get(context, 8),
        i32 = IntegerType::get(context, 32);
@@ -1383,10 +1418,17 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
                                                          flat(splitK * m * n, f32)}
                           : std::pair<std::string, Type>{"result:0",
                                                          flat(m * n, f32)});
+  if (plusAddend)
+    arguments.push_back({"addend", flat(m * n, f32)});
   gpu::GPUFuncOp func = createLaunch(
-      moduleBuilder, matmul.getLoc(), (kernel.getKernelName() + "__gemm").str(),
+      moduleBuilder, matmul.getLoc(),
+      (kernel.getKernelName() + "__gemm" +
+       (plusAddend ? kPlusAddendSuffix : ""))
+          .str(),
       arguments, {n / tiling.blockN, m / tiling.blockM, splitK},
       {threads, 1, 1});
+  if (plusAddend)
+    markVariant(func);
   Attribute workgroup = gpu::AddressSpaceAttr::get(
       context, gpu::GPUDialect::getWorkgroupAddressSpace());
   auto sharedType = [&](int64_t count, Type element) {
@@ -1464,6 +1506,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
     s.origin = e.mulIndex(tileOf[side], e.cIndex(s.rows));
   }
   Value out = func.getArgument(argument);
+  Value addend = plusAddend ? func.getArgument(argument + 1) : Value();
 
   StagedStep step;
   step.bytes = sharedBytes;
@@ -1745,6 +1788,9 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
           e.mulIndex(split, e.cIndex(m * n)),
           e.addIndex(e.mulIndex(e.addIndex(row0, row), e.cIndex(n)),
                      e.addIndex(col0, col)));
+      if (addend) // unsplit: `at` is the result's own index
+        value = e.addf(value,
+                       memref::LoadOp::create(b, addend, ValueRange{at}));
       auto write = [&] { memref::StoreOp::create(b, value, out, ValueRange{at}); };
       if (!keep)
         return write();
@@ -1794,19 +1840,28 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder) {
   gpu::ReturnOp::create(b);
 }
 
-void GemmKernelLowering::buildSplitSum(OpBuilder &moduleBuilder) {
+void GemmKernelLowering::buildSplitSum(OpBuilder &moduleBuilder,
+                                       bool plusAddend) {
   MLIRContext *context = kernel.getContext();
   Type f32 = Float32Type::get(context);
   const int64_t splitK = tiling.splitK, count = m * n;
   // A thread per four results (m and n are multiples of 32): 16-byte
   // loads of each partial tile in split order, one 16-byte store.
   const int64_t threads = count / 4;
+  SmallVector<std::pair<std::string, Type>> arguments = {
+      {"scratch:partials", flat(splitK * count, f32)},
+      {"result:0", flat(count, f32)}};
+  if (plusAddend)
+    arguments.push_back({"addend", flat(count, f32)});
   gpu::GPUFuncOp func = createLaunch(
-      moduleBuilder, matmul.getLoc(), (kernel.getKernelName() + "__sum").str(),
-      {{"scratch:partials", flat(splitK * count, f32)},
-       {"result:0", flat(count, f32)}},
-      {(threads + kPrologueThreads - 1) / kPrologueThreads, 1, 1},
+      moduleBuilder, matmul.getLoc(),
+      (kernel.getKernelName() + "__sum" +
+       (plusAddend ? kPlusAddendSuffix : ""))
+          .str(),
+      arguments, {(threads + kPrologueThreads - 1) / kPrologueThreads, 1, 1},
       {kPrologueThreads, 1, 1});
+  if (plusAddend)
+    markVariant(func);
   Block &entry = func.getBody().front();
   ImplicitLocOpBuilder b(matmul.getLoc(), context);
   b.setInsertionPointToStart(&entry);
@@ -1822,6 +1877,12 @@ void GemmKernelLowering::buildSplitSum(OpBuilder &moduleBuilder) {
   Value sum = quadOf(0);
   for (int64_t s = 1; s < splitK; ++s)
     sum = arith::AddFOp::create(b, sum, quadOf(s));
+  if (plusAddend)
+    sum = arith::AddFOp::create(
+        b, sum,
+        vector::LoadOp::create(b, VectorType::get({4}, f32),
+                               func.getArgument(2), ValueRange{first},
+                               /*nontemporal=*/false, b.getI64IntegerAttr(16)));
   vector::StoreOp::create(b, sum, func.getArgument(1), ValueRange{first},
                           /*nontemporal=*/false, b.getI64IntegerAttr(16));
   b.setInsertionPointToEnd(&entry);

@@ -157,13 +157,23 @@ std::string gemmName(KernelOp kernel);
 /// first) — a producer that can write those codes itself may replace it.
 constexpr llvm::StringLiteral kRoundsToBF16 = "tetra.rounds_to_bf16";
 
-/// A kernel function's variant that writes its result as those BF16 codes
-/// (the result argument i32 words of two) is the function's name plus this
-/// suffix. It is no launch of its own (its `tetra.launch` says
-/// `bf16_result_variant`): the compiler launches it in the function's place
-/// where the result's one reader is a rounding prologue.
+/// Variants of a kernel function, named after it with a suffix: no launch
+/// of their own (their `tetra.launch` says `variant`), the compiler
+/// launches one in the function's place where the schedule allows.
+///   kBF16ResultSuffix: writes its result as those BF16 codes (the result
+///     argument i32 words of two), where the result's one reader is a
+///     rounding prologue.
+///   kPlusAddendSuffix: writes its result plus a tensor of the result's
+///     shape (an fp32 add, a trailing argument `addend`), where the
+///     result's one reader is an elementwise kernel that adds the two
+///     (`tetra.adds_its_inputs`) and the addend is written before it.
 constexpr llvm::StringLiteral kBF16ResultSuffix = "__bf16";
-void markBF16ResultVariant(mlir::gpu::GPUFuncOp variant);
+constexpr llvm::StringLiteral kPlusAddendSuffix = "__plus";
+void markVariant(mlir::gpu::GPUFuncOp variant);
+/// The unit attribute of an elementwise kernel's function that adds its two
+/// inputs and does nothing else (addsItsInputs).
+constexpr llvm::StringLiteral kAddsItsInputs = "tetra.adds_its_inputs";
+bool addsItsInputs(KernelOp kernel);
 
 /// The flat memref type of `count` elements of `element`.
 mlir::MemRefType flat(int64_t count, mlir::Type element);
@@ -425,9 +435,15 @@ private:
   /// The fold launches of an operand (foldsScales() or sumsExactly()): its
   /// fibers' reference codes, then its folded and exact codes.
   void buildFold(mlir::OpBuilder &moduleBuilder, const OperandPlan &operand);
-  void buildGemm(mlir::OpBuilder &moduleBuilder);
-  /// The launch adding a split GEMM's partial tiles (tiling.splitK > 1).
-  void buildSplitSum(mlir::OpBuilder &moduleBuilder);
+  /// The GEMM launch; `plusAddend`: its kPlusAddendSuffix variant.
+  void buildGemm(mlir::OpBuilder &moduleBuilder, bool plusAddend = false);
+  /// The launch adding a split GEMM's partial tiles (tiling.splitK > 1);
+  /// `plusAddend`: its kPlusAddendSuffix variant.
+  void buildSplitSum(mlir::OpBuilder &moduleBuilder, bool plusAddend = false);
+  /// Whether the result's one reader is an elementwise kernel that only
+  /// adds it to another tensor (then the last launch gets a
+  /// kPlusAddendSuffix variant).
+  bool resultIsAddedTo() const;
   /// What the kernel computes, for the bundle's manifest and its checks.
   mlir::DictionaryAttr describe(mlir::Builder &b);
   mlir::DictionaryAttr describeOperand(mlir::Builder &b,

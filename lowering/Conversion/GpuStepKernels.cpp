@@ -126,7 +126,7 @@ LogicalResult tetra::conversion::lowerElementwiseKernel(KernelOp kernel,
         {ceilDiv(threads, kElementwiseThreads), 1, 1},
         {kElementwiseThreads, 1, 1});
     if (resultAsBF16)
-      markBF16ResultVariant(func);
+      markVariant(func);
     Body body(func);
     QuantizationEmitter &e = body.e;
     Value t = body.global(kElementwiseThreads);
@@ -184,6 +184,9 @@ LogicalResult tetra::conversion::lowerElementwiseKernel(KernelOp kernel,
     body.finish();
   };
   build(kernel.getKernelName().str(), /*resultAsBF16=*/false);
+  if (addsItsInputs(kernel))
+    gpuModule.lookupSymbol(kernel.getKernelName())
+        ->setAttr(kAddsItsInputs, UnitAttr::get(context));
   if (kernel.getNumResults() == 1 && lanes == 4)
     build((kernel.getKernelName() + kBF16ResultSuffix).str(),
           /*resultAsBF16=*/true);

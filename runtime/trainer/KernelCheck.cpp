@@ -196,8 +196,15 @@ Trainer::checkKernels(const schedule::Schedule &reference,
     return io::success();
   };
 
-  if (references > 0)
-    if (io::Status taken = snapshot(0); !taken)
+  // The first reference launch from l on with GPU launches of its own (the
+  // compiler may have folded one into another's: an add into a GEMM's).
+  auto launched = [&](int l) {
+    while (l < references && firstLaunch[l] == firstLaunch[l + 1])
+      ++l;
+    return l;
+  };
+  if (const int first = launched(0); first < references)
+    if (io::Status taken = snapshot(first); !taken)
       return taken.error();
   io::Status ran = executor_->runObserving(
       0, static_cast<int>(gpuSchedule.launches.size()), [&](int g) {
@@ -205,8 +212,8 @@ Trainer::checkKernels(const schedule::Schedule &reference,
         if (g + 1 == firstLaunch[l + 1]) {
           if (io::Status compared = compare(l); !compared)
             return compared;
-          if (l + 1 < references)
-            return snapshot(l + 1);
+          if (const int next = launched(l + 1); next < references)
+            return snapshot(next);
         }
         return io::success();
       });

@@ -106,10 +106,15 @@ std::string manifestOf(const std::vector<GpuKernelCode> &kernels,
       // is no MI355X).
       json += ",\"resources\":" + resourcesJson(kernel.assembly);
     }
+    // The kernel's launches, in order; a variant (launched only in a
+    // function's place by a step's schedule) is none of them.
     json += ",\"computes\":" + kernel.description + ",\"launches\":[";
-    for (size_t l = 0; l < kernel.launches.size(); ++l) {
-      const GpuLaunch &launch = kernel.launches[l];
-      json += l ? "," : "";
+    bool first = true;
+    for (const GpuLaunch &launch : kernel.launches) {
+      if (launch.variant)
+        continue;
+      json += first ? "" : ",";
+      first = false;
       json += "{\"function\":";
       io::appendJsonString(json, launch.function);
       auto triple = [&](const char *key, const std::array<int64_t, 3> &v) {
