@@ -104,10 +104,19 @@ tetra::conversion::tileAttention(const AttentionMatrixTile &tile,
   // docs/benchmarks.md): the forward 64 (36 KB; 1.18 -> 0.98 ms a launch
   // against 64 rows), dQ 32 (51 KB; 0.97 -> 0.83 ms), dK and dV 64 (74 KB;
   // 1.57 -> 1.19 ms), within the chip's limit for packed tiles.
+  //
+  // At head_dim 64 the forward and dQ blocks also ask for two blocks a
+  // multiprocessor: ptxas then fits them in 128 registers a thread without
+  // spilling (160 and 154 unasked: one block, 8 warps, a multiprocessor
+  // idle two thirds of its cycles waiting on them — Nsight, H200); dK/dV
+  // would spill (230 registers unasked).
   if (packs) {
     const int64_t inner = pass == AttentionPass::QueryGradients ? 32 : 64;
+    const int64_t blocks =
+        shape.headDim <= 64 && pass != AttentionPass::KeyValueGradients ? 2
+                                                                        : 0;
     if (fits({128, inner}, tile.packedSharedBytes()))
-      return AttentionTiling{128, inner};
+      return AttentionTiling{128, inner, blocks};
   }
   for (auto [rows, inner] : {std::pair<int64_t, int64_t>{64, 64}, {64, 32},
                              {32, 64}, {32, 32}, {32, 16}, {16, 32}, {16, 16}})
@@ -1057,6 +1066,9 @@ void tetra::conversion::buildTiledAttention(Body &body,
                                             const AttentionGeometry &shape,
                                             AttentionPass pass,
                                             const AttentionTiling &tiling) {
+  if (tiling.blocksPerMultiprocessor > 0)
+    tile.requestBlocksPerMultiprocessor(body.func,
+                                        tiling.blocksPerMultiprocessor);
   TiledAttention kernel(body, tile, shape, tiling);
   switch (pass) {
   case AttentionPass::Forward:

@@ -177,6 +177,11 @@ public:
   virtual int64_t packedSharedBytes() const { return sharedBytes(); }
   /// 2^x by the chip's own instruction (no device library).
   virtual Value exp2(QuantizationEmitter &e, Value x) const = 0;
+  /// Asks the chip's register allocation to fit `blocks` blocks of `func`
+  /// on a multiprocessor (sm_90a: .minnctapersm); a chip without such a
+  /// hint ignores it.
+  virtual void requestBlocksPerMultiprocessor(mlir::gpu::GPUFuncOp func,
+                                              int64_t blocks) const {}
 };
 
 /// sm_90a: mma.sync.m16n8k8 TF32, each fp32 product as three (TetraToNVVM.cpp).
@@ -200,6 +205,9 @@ enum class AttentionPass { Forward, QueryGradients, KeyValueGradients };
 /// other side per step of its loop.
 struct AttentionTiling {
   int64_t rows = 0, inner = 0;
+  /// Blocks a multiprocessor should hold (requestBlocksPerMultiprocessor),
+  /// or 0: as the registers the chip's compiler takes allow.
+  int64_t blocksPerMultiprocessor = 0;
   int64_t warps() const { return rows / 16; }
 };
 

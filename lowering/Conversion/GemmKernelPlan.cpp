@@ -443,6 +443,18 @@ DictionaryAttr GemmKernelLowering::describe(Builder &b) {
 // The prologue: rotation and quantization, one thread per segment along K
 //===----------------------------------------------------------------------===//
 
+/// A kPlusAddendSuffix variant: its last two arguments, the result and
+/// the addend, are distinct buffers (the add's output and one of its
+/// inputs, live at once), so the epilogue's loads of the addend may be
+/// issued ahead of its stores of the result.
+static void markAddendVariant(gpu::GPUFuncOp variant) {
+  markVariant(variant);
+  const unsigned count = variant.getNumArguments();
+  for (unsigned i : {count - 2, count - 1})
+    variant.setArgAttr(i, "llvm.noalias",
+                       UnitAttr::get(variant.getContext()));
+}
+
 void tetra::conversion::markVariant(gpu::GPUFuncOp variant) {
   NamedAttrList fields(variant->getAttrOfType<DictionaryAttr>("tetra.launch"));
   fields.set("variant", BoolAttr::get(variant.getContext(), true));
@@ -1428,7 +1440,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
       arguments, {n / tiling.blockN, m / tiling.blockM, splitK},
       {threads, 1, 1});
   if (plusAddend)
-    markVariant(func);
+    markAddendVariant(func);
   Attribute workgroup = gpu::AddressSpaceAttr::get(
       context, gpu::GPUDialect::getWorkgroupAddressSpace());
   auto sharedType = [&](int64_t count, Type element) {
@@ -1861,7 +1873,7 @@ void GemmKernelLowering::buildSplitSum(OpBuilder &moduleBuilder,
       arguments, {(threads + kPrologueThreads - 1) / kPrologueThreads, 1, 1},
       {kPrologueThreads, 1, 1});
   if (plusAddend)
-    markVariant(func);
+    markAddendVariant(func);
   Block &entry = func.getBody().front();
   ImplicitLocOpBuilder b(matmul.getLoc(), context);
   b.setInsertionPointToStart(&entry);

@@ -915,6 +915,13 @@ public:
   /// multiprocessor, as their registers allow), static — ptxas and the
   /// driver take static shared memory past 48 KB for sm_90a.
   int64_t packedSharedBytes() const override { return 96 * 1024; }
+  /// .minnctapersm `blocks`: ptxas bounds the registers a thread to fit.
+  void requestBlocksPerMultiprocessor(gpu::GPUFuncOp func,
+                                      int64_t blocks) const override {
+    func->setAttr("nvvm.minctasm",
+                  IntegerAttr::get(IntegerType::get(func.getContext(), 32),
+                                   blocks));
+  }
   /// ex2.approx.f32 (the SFU's; -inf gives 0).
   Value exp2(QuantizationEmitter &e, Value x) const override {
     return LLVM::CallIntrinsicOp::create(
