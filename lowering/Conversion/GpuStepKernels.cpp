@@ -517,8 +517,6 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           constexpr int64_t kScan = kTokenChunk / kRowThreads;
           Value tokens = body.sharedArray(kTokenChunk, e.i32());
           Value found = body.sharedArray(kTokenChunk, e.i32());
-          Value grouped = body.sharedArray(kTokenChunk, e.i32());
-          Value rowStart = body.sharedArray(kVocabularyChunk, e.i32());
           Value counts = body.sharedArray(kRowThreads, e.i32());
           Value tid = body.thread();
           body.strided(e.cIndex(0), e.cIndex(count), kTokenChunk, {},
@@ -574,71 +572,16 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
             Value total = body.index(
                 body.load(counts, e.cIndex(kRowThreads - 1)));
             body.barrier();
-            // The finds grouped by row, in position order within a row (a
-            // counting sort by thread 0: the finds of a chunk are few but
-            // for the most frequent tokens' rows), so that a thread adds a
-            // row's run in a register between one load and one store of
-            // the table — the same additions in the same order — where a
-            // frequent token made one block's read-add-writes wait on each
-            // other thousands of times.
-            body.ifThen(arith::CmpIOp::create(body.b, CmpIPredicate::eq, tid,
-                                              e.cIndex(0)),
-                        [&] {
-              auto rowOf = [&](Value k) {
-                return e.subIndex(
-                    body.index(body.load(tokens, body.index(body.load(found, k)))),
-                    first);
-              };
-              e.loop(e.cIndex(0), e.cIndex(kVocabularyChunk), [&](Value r) {
-                body.store(e.c32(0), rowStart, r);
-              });
-              e.loop(e.cIndex(0), total, [&](Value k) {
-                Value r = rowOf(k);
-                body.store(e.add(body.load(rowStart, r), e.c32(1)), rowStart, r);
-              });
-              e.loop(e.cIndex(0), e.cIndex(kVocabularyChunk),
-                     ValueRange{e.c32(0)}, [&](Value r, ValueRange sum) {
-                       Value count = body.load(rowStart, r);
-                       body.store(sum[0], rowStart, r);
-                       return SmallVector<Value>{e.add(sum[0], count)};
-                     });
-              e.loop(e.cIndex(0), total, [&](Value k) {
-                Value r = rowOf(k);
-                Value to = body.load(rowStart, r);
-                body.store(body.load(found, k), grouped, body.index(to));
-                body.store(e.add(to, e.c32(1)), rowStart, r);
-              });
-            });
-            body.barrier();
             body.ifThen(body.ult(c, e.cIndex(dim)), [&] {
-              // Carried: the run's table index (or -1) and its sum so far.
-              SmallVector<Value> run = e.loop(
-                  e.cIndex(0), total, ValueRange{e.cIndex(-1), e.cF32(0.0f)},
-                  [&](Value k, ValueRange carried) {
-                    Value j = body.index(body.load(grouped, k));
-                    Value token = body.index(body.load(tokens, j));
-                    Value at = e.addIndex(e.mulIndex(token, e.cIndex(dim)), c);
-                    // A new row: the last run's sum stored, this row's
-                    // loaded.
-                    Value sum = body.ifElse(
-                        arith::CmpIOp::create(body.b, CmpIPredicate::ne, at,
-                                              carried[0]),
-                        [&] {
-                          body.ifThen(
-                              arith::CmpIOp::create(body.b, CmpIPredicate::sge,
-                                                    carried[0], e.cIndex(0)),
-                              [&] { body.store(carried[1], table, carried[0]); });
-                          return SmallVector<Value>{body.load(table, at)};
-                        },
-                        ValueRange{carried[1]})[0];
-                    Value n = e.addIndex(start, j);
-                    Value grad = body.load(
-                        body.arg(1), e.addIndex(e.mulIndex(n, e.cIndex(dim)), c));
-                    return SmallVector<Value>{at, e.addf(sum, grad)};
-                  });
-              body.ifThen(arith::CmpIOp::create(body.b, CmpIPredicate::sge,
-                                                run[0], e.cIndex(0)),
-                          [&] { body.store(run[1], table, run[0]); });
+              e.loop(e.cIndex(0), total, [&](Value k) {
+                Value j = body.index(body.load(found, k));
+                Value token = body.index(body.load(tokens, j));
+                Value n = e.addIndex(start, j);
+                Value at = e.addIndex(e.mulIndex(token, e.cIndex(dim)), c);
+                Value grad = body.load(
+                    body.arg(1), e.addIndex(e.mulIndex(n, e.cIndex(dim)), c));
+                body.store(e.addf(body.load(table, at), grad), table, at);
+              });
             });
             return SmallVector<Value>{};
           });
