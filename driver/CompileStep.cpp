@@ -368,6 +368,28 @@ shareRepeatedOperandLaunches(schedule::Schedule &plan, int forwardEnd,
   return keepLaunches(plan, kept);
 }
 
+/// The names of `module`'s GPU functions that carry `attribute` (all of
+/// them, without one).
+std::set<std::string> functionNames(ModuleOp module,
+                                    StringRef attribute = {}) {
+  std::set<std::string> names;
+  module.walk([&](gpu::GPUFuncOp func) {
+    if (attribute.empty() || func->hasAttr(attribute))
+      names.insert(func.getName().str());
+  });
+  return names;
+}
+
+/// For each buffer of `plan`, the launches that name it, in order.
+std::vector<std::vector<int>> launchesNaming(const schedule::Schedule &plan) {
+  std::vector<std::vector<int>> users(plan.buffers.size());
+  for (int l = 0; l < static_cast<int>(plan.launches.size()); ++l)
+    for (int buffer : plan.launches[l].buffers)
+      if (users[buffer].empty() || users[buffer].back() != l)
+        users[buffer].push_back(l);
+  return users;
+}
+
 /// Where a tensor's one reader is a rounding prologue (kRoundsToBF16: the
 /// codes of a BF16 operand that keeps the tensor's layout) and its writer
 /// can write those codes itself — a compiled elementwise kernel with a
@@ -384,22 +406,15 @@ writeResultsAsBF16(schedule::Schedule &plan,
                    const std::vector<int> &firstLaunch,
                    conversion::GpuLibraryBuilder &library, ModuleOp module,
                    Location loc) {
-  std::set<std::string> roundingPrologues, functions;
-  module.walk([&](gpu::GPUFuncOp func) {
-    if (func->hasAttr(conversion::kRoundsToBF16))
-      roundingPrologues.insert(func.getName().str());
-    functions.insert(func.getName().str());
-  });
+  const std::set<std::string> roundingPrologues =
+      functionNames(module, conversion::kRoundsToBF16);
+  const std::set<std::string> functions = functionNames(module);
   const int count = static_cast<int>(plan.launches.size());
   std::vector<int> owner(count, -1); // the reference launch of each
   for (size_t l = 0; l + 1 < firstLaunch.size(); ++l)
     for (int g = firstLaunch[l]; g < firstLaunch[l + 1]; ++g)
       owner[g] = static_cast<int>(l);
-  std::vector<std::vector<int>> users(plan.buffers.size());
-  for (int l = 0; l < count; ++l)
-    for (int buffer : plan.launches[l].buffers)
-      if (users[buffer].empty() || users[buffer].back() != l)
-        users[buffer].push_back(l);
+  const std::vector<std::vector<int>> users = launchesNaming(plan);
 
   std::vector<bool> kept(count, true);
   for (int reader = 0; reader < count; ++reader) {
@@ -461,18 +476,11 @@ writeResultsAsBF16(schedule::Schedule &plan,
 /// same bits. Returns, as keepLaunches() does, the kept launches before
 /// each.
 std::vector<int> addIntoWriters(schedule::Schedule &plan, ModuleOp module) {
-  std::set<std::string> adds, functions;
-  module.walk([&](gpu::GPUFuncOp func) {
-    if (func->hasAttr(conversion::kAddsItsInputs))
-      adds.insert(func.getName().str());
-    functions.insert(func.getName().str());
-  });
+  const std::set<std::string> adds =
+      functionNames(module, conversion::kAddsItsInputs);
+  const std::set<std::string> functions = functionNames(module);
   const int count = static_cast<int>(plan.launches.size());
-  std::vector<std::vector<int>> users(plan.buffers.size());
-  for (int l = 0; l < count; ++l)
-    for (int buffer : plan.launches[l].buffers)
-      if (users[buffer].empty() || users[buffer].back() != l)
-        users[buffer].push_back(l);
+  const std::vector<std::vector<int>> users = launchesNaming(plan);
   std::vector<bool> kept(count, true);
   for (int a = 0; a < count; ++a) {
     const schedule::Launch &add = plan.launches[a];
