@@ -24,7 +24,9 @@
 // 4 floats), fetched as 16-byte pieces one tile ahead; accumulators stay in
 // registers, and on a chip whose accumulator layout can be its A operand's
 // (sm_90a) so do P and dS, straight into the next product. Masks compare a
-// tile column with one limit per row; exp(s scale - m) is one fused
+// tile column with one limit per row, on the tiles the causal diagonal or
+// the sequence's end crosses only (a branch the whole block takes the same
+// way); exp(s scale - m) is one fused
 // multiply-add into exp2. The scale 1/sqrt(head_dim) is the CPU's fp32 value and lse's
 // log the fp64 series of the other kernels; exp is the chip's exp2
 // instruction on x log2(e). Results differ from the CPU's by the summation
