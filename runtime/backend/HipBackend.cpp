@@ -34,6 +34,7 @@ struct HipRuntime {
   int (*hipStreamCreate)(Handle *) = nullptr;
   int (*hipStreamDestroy)(Handle) = nullptr;
   int (*hipStreamSynchronize)(Handle) = nullptr;
+  int (*hipStreamQuery)(Handle) = nullptr;
   int (*hipModuleLoadData)(Handle *, const void *) = nullptr;
   int (*hipModuleUnload)(Handle) = nullptr;
   int (*hipModuleGetFunction)(Handle *, Handle, const char *) = nullptr;
@@ -85,6 +86,7 @@ struct HipRuntime {
     resolve(hipStreamCreate, "hipStreamCreate");
     resolve(hipStreamDestroy, "hipStreamDestroy");
     resolve(hipStreamSynchronize, "hipStreamSynchronize");
+    resolve(hipStreamQuery, "hipStreamQuery");
     resolve(hipModuleLoadData, "hipModuleLoadData");
     resolve(hipModuleUnload, "hipModuleUnload");
     resolve(hipModuleGetFunction, "hipModuleGetFunction");
@@ -261,6 +263,16 @@ io::Status HipBackend::destroyStream(Stream stream) {
   if (int r = hip_->hipStreamDestroy(streamHandle(stream)))
     return runtimeError("hipStreamDestroy", r);
   return io::success();
+}
+
+io::Expected<bool> HipBackend::idle(Stream stream) {
+  constexpr int kNotReady = 600; // hipErrorNotReady
+  int r = hip_->hipStreamQuery(streamHandle(stream));
+  if (r == kNotReady)
+    return false;
+  if (r != 0)
+    return runtimeError("hipStreamQuery", r);
+  return true;
 }
 
 io::Status HipBackend::synchronize(Stream stream) {

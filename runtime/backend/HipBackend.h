@@ -75,6 +75,9 @@ public:
   io::Expected<Stream> createStream() override;
   io::Status destroyStream(Stream stream) override;
   io::Status synchronize(Stream stream = {}) override;
+  /// Whether `stream`'s work has finished (hipStreamQuery), without
+  /// waiting: how RCCL's collectives are awaited.
+  io::Expected<bool> idle(Stream stream = {});
   /// An HSACO code object.
   io::Expected<Module> loadModule(const CodeObject &code) override;
   io::Status unloadModule(Module module) override;

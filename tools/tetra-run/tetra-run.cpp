@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backend/CudaBackend.h"
+#include "runtime/backend/HipBackend.h"
 #include "runtime/bundle/StepBundle.h"
 #include "runtime/distributed/Launcher.h"
 #include "runtime/distributed/NcclCommunicator.h"
@@ -355,18 +356,26 @@ int main(int argc, char **argv) {
   // every GPU through it.
   distributed::RankConnection ranksMet;
   if (rankInfo->launched) {
-    auto *cuda = dynamic_cast<backend::CudaBackend *>(gpu->get());
-    if (!cuda)
+    // NCCL on the CUDA backend, RCCL on the HIP backend: the same API,
+    // each awaited through its backend's stream.
+    distributed::GpuCollectives collectives;
+    distributed::StreamIdle idle;
+    if (auto *cuda = dynamic_cast<backend::CudaBackend *>(gpu->get())) {
+      collectives = distributed::GpuCollectives::Nccl;
+      idle = [cuda] { return cuda->idle(); };
+    } else if (auto *hip = dynamic_cast<backend::HipBackend *>(gpu->get())) {
+      collectives = distributed::GpuCollectives::Rccl;
+      idle = [hip] { return hip->idle(); };
+    } else {
       return fail("bundle '" + bundlePath + "' (" + bundle->target +
-                  "): several ranks need NCCL's GPUs so far (RCCL on gfx950 "
-                  "is loaded but not yet wired to the HIP backend)");
+                  "): several ranks need a GPU backend with NCCL or RCCL");
+    }
     const std::chrono::seconds timeout = rankInfo->timeout;
     io::Expected<distributed::RankConnection> connected =
         distributed::connectRanks(
             *rankInfo, timeout, [&](distributed::TcpStore &store) {
               return distributed::createNcclCommunicator(
-                  distributed::GpuCollectives::Nccl, *rankInfo, store,
-                  [cuda] { return cuda->idle(); }, timeout);
+                  collectives, *rankInfo, store, idle, timeout);
             });
     if (!connected)
       return fail(connected.error().message());
