@@ -631,6 +631,13 @@ io::Status Trainer::resume(const std::string &directory) {
       checkpoint::loadLatestCheckpoint(directory, &spec);
   if (!state)
     return state.error();
+  // The data's order and every random stream (initialization aside) are
+  // the seed's: another seed would continue a different run.
+  if (state->seed != config_.seed)
+    return io::Error(fmt::format(
+        "the checkpoint in '{}' was trained with seed {}, this run has seed "
+        "{}: resume it with its own seed",
+        directory, state->seed, config_.seed));
   io::Expected<data::DataPosition> position =
       data::DataPosition::parse(state->dataPosition);
   if (!position)

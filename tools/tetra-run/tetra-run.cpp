@@ -29,6 +29,7 @@
 #include <cctype>
 #include <fmt/format.h>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,7 @@ int usageError(const std::string &message) {
 void printHelp() {
   std::printf(
       "USAGE: tetra-run BUNDLE [--data GLOB]... [--eval-data GLOB]...\n"
-      "                 [--tokenizer SPEC] [--steps N] [--until N]\n"
+      "                 [--tokenizer SPEC] [--steps N] [--until N] [--seed N]\n"
       "                 [--checkpoint-every N] [--out DIR] [--resume DIR]\n"
       "                 [--label NAME] [--device N] [--quiet] [--gpus N [--shard-optimizer]]\n"
       "                 [--check-kernels] [--profile]\n"
@@ -73,6 +74,9 @@ void printHelp() {
       "  --tokenizer SPEC  bytes, gpt2:DIR or llama3:FILE, instead of the run's\n"
       "  --steps N         train N steps in all (the schedule spans them)\n"
       "  --until N         stop after step N, with a checkpoint\n"
+      "  --seed N          the run's seed instead of the bundle's (data order,\n"
+      "                    initialization, stochastic rounding): outputs in\n"
+      "                    out/RUN-TARGET/seed=N, curves named RUN/seed=N\n"
       "  --checkpoint-every N  a checkpoint every N steps (default: the run's)\n"
       "  --out DIR         outputs (default out/RUN-TARGET)\n"
       "  --label NAME      the run's name in metrics and plots (default RUN)\n"
@@ -208,6 +212,7 @@ int main(int argc, char **argv) {
   std::string bundlePath, outDir, resumeDir, tokenizerText, label;
   std::vector<std::string> data, evalData;
   int64_t steps = 0, until = 0, checkpointEvery = 0, gpus = 0;
+  std::optional<uint64_t> seed;
   int device = 0;
   bool quiet = false, checkKernels = false, profile = false,
        shardOptimizer = false;
@@ -231,7 +236,8 @@ int main(int argc, char **argv) {
       if (!value(tokenizerText))
         return usageError("--tokenizer takes bytes, gpt2:DIR or llama3:FILE");
     } else if (arg == "--steps" || arg == "--device" || arg == "--until" ||
-               arg == "--checkpoint-every" || arg == "--gpus") {
+               arg == "--checkpoint-every" || arg == "--gpus" ||
+               arg == "--seed") {
       if (!value(text) || text.empty() || text.size() > 12 ||
           text.find_first_not_of("0123456789") != std::string::npos)
         return usageError(arg + " takes a non-negative integer");
@@ -244,6 +250,8 @@ int main(int argc, char **argv) {
         checkpointEvery = number;
       else if (arg == "--gpus")
         gpus = number;
+      else if (arg == "--seed")
+        seed = static_cast<uint64_t>(number);
       else
         device = static_cast<int>(number);
     } else if (arg == "--label") {
@@ -315,6 +323,8 @@ int main(int argc, char **argv) {
     plan.steps = steps;
     plan.lr.total = steps;
   }
+  if (seed)
+    plan.seed = *seed;
   if (!data.empty())
     plan.trainData = data;
   if (!evalData.empty())
@@ -383,8 +393,11 @@ int main(int argc, char **argv) {
   }
   distributed::Communicator *communicator = ranksMet.communicator.get();
 
+  // Another seed is a variant of the run: outputs and curves of its own,
+  // as `tetra train --set seed=N`.
+  const std::string variant = seed ? fmt::format("/seed={}", *seed) : "";
   if (outDir.empty())
-    outDir = "out/" + plan.run + "-" + bundle->target;
+    outDir = "out/" + plan.run + "-" + bundle->target + variant;
   trainer::TrainerConfig config = plan.trainerConfig();
   config.communicator = communicator;
   config.reduction = distributed::Reduction::Sum;
@@ -392,8 +405,7 @@ int main(int argc, char **argv) {
   config.metricsPath = outDir + "/metrics.jsonl";
   config.checkpointDir = outDir + "/checkpoints";
   config.quiet = quiet;
-  if (!label.empty())
-    config.run = label;
+  config.run = label.empty() ? config.run + variant : label;
   config.stopAfter = until;
   if (checkpointEvery > 0)
     config.checkpointInterval = checkpointEvery;
