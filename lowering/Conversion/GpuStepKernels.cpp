@@ -55,9 +55,8 @@ Value elementwiseValue(Body &body, Operation *op, ArrayRef<Value> x) {
                             scale.getFactor().convertToDouble())));
   if (isa<SiluGradOp>(op))
     return e.siluGradient(x[0], x[1]);
-  if (isa<SiluOp>(op)) // x / (1 + exp(-x))
-    return e.divf(x[0], e.addf(e.cF32(1.0f),
-                               e.fastExp(arith::NegFOp::create(body.b, x[0]))));
+  if (isa<SiluOp>(op))
+    return e.silu(x[0]);
   return nullptr;
 }
 
@@ -274,6 +273,8 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
   MLIRContext *context = library_.getContext();
   Type f32 = Float32Type::get(context), f64 = Float64Type::get(context);
   const std::string &name = launch.kernel;
+  // The variant name of a function writing its result as BF16 codes.
+  const std::string bf16Variant = resultAsBF16 ? "bf16" : "";
   LibraryCall call{launch, schedule};
 
   // A function of the library for this launch: built once per kernel,
@@ -334,7 +335,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                                                          kElementwiseThreads)),
                                 1, 1};
     std::string symbol = function(
-        resultAsBF16 ? "bf16" : "", registryArguments(context, call), grid,
+        bf16Variant, registryArguments(context, call), grid,
         kElementwiseThreads, [&](Body &body) {
           Value i = body.global(kElementwiseThreads);
           body.ifThen(body.ult(i, body.e.cIndex(count)),
@@ -367,10 +368,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
         body.store(value, body.arg(argument), i);
       };
       if (name == "silu.forward") {
-        Value x = at(0);
-        put(e.divf(x, e.addf(e.cF32(1.0f),
-                             e.fastExp(arith::NegFOp::create(body.b, x)))),
-            1);
+        put(e.silu(at(0)), 1);
       } else if (name == "silu.backward") {
         put(e.siluGradient(at(0), at(1)), 2);
       } else if (name == "add.forward") {
@@ -595,7 +593,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     const int64_t rows = call.integer(0), dim = call.integer(1);
     std::array<int64_t, 3> grid{rows, 1, 1};
     std::string symbol = function(
-        resultAsBF16 ? "bf16" : "", registryArguments(context, call), grid,
+        bf16Variant, registryArguments(context, call), grid,
         kRowThreads, [&](Body &body) {
           QuantizationEmitter &e = body.e;
           Value shared = body.sharedArray(kRowThreads, f64);
@@ -1205,7 +1203,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     const int64_t threads = kElementwiseThreads;
     std::array<int64_t, 3> grid{rows, ceilDiv(vocab, lanes * threads), 1};
     std::string symbol = function(
-        resultAsBF16 ? "bf16" : "", registryArguments(context, call), grid,
+        bf16Variant, registryArguments(context, call), grid,
         threads, [&](Body &body) {
           QuantizationEmitter &e = body.e;
           Value row = body.block();

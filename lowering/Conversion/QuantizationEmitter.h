@@ -201,6 +201,11 @@ public:
   /// (encode(), NaN canonical), `low` in the low half: how every BF16
   /// operand's codes are stored.
   Value bf16Pair(Value low, Value high);
+  /// SiLU, x / (1 + fastExp(-x)): the CPU's silu.forward
+  /// (runtime/kernels/Elementwise.cpp), op for op.
+  Value silu(Value x) {
+    return divf(x, addf(cF32(1.0f), fastExp(negf(x))));
+  }
   /// SiLU's gradient dy (s + x s (1 - s)), s = 1 / (1 + fastExp(-x)): the
   /// CPU's silu.backward (runtime/kernels/Elementwise.cpp), op for op.
   Value siluGradient(Value x, Value dy) {
