@@ -393,7 +393,8 @@ std::vector<std::vector<int>> launchesNaming(const schedule::Schedule &plan) {
 /// Where a tensor's one reader is a rounding prologue (kRoundsToBF16: the
 /// codes of a BF16 operand that keeps the tensor's layout) and its writer
 /// can write those codes itself — a compiled elementwise kernel with a
-/// variant (kBF16ResultSuffix), or a library kernel with one
+/// variant (kBF16ResultSuffix: all of its results, so each must have such a
+/// reader), or a library kernel with one
 /// (GpuLibraryBuilder::bf16ResultPosition: the cross-entropy gradient,
 /// RMSNorm's output, RoPE's backward) — the writer writes the prologue's
 /// codes and the prologue goes: the same codes, while the fp32 tensor is
@@ -409,6 +410,18 @@ writeResultsAsBF16(schedule::Schedule &plan,
   const std::set<std::string> roundingPrologues =
       functionNames(module, conversion::kRoundsToBF16);
   const std::set<std::string> functions = functionNames(module);
+  // The number of results ("result:N" arguments) of each function.
+  std::map<std::string, size_t> resultCounts;
+  module.walk([&](gpu::GPUFuncOp func) {
+    auto launch = func->getAttrOfType<DictionaryAttr>("tetra.launch");
+    auto names = launch ? launch.getAs<ArrayAttr>("arguments") : ArrayAttr();
+    if (!names)
+      return;
+    resultCounts[func.getName().str()] =
+        llvm::count_if(names, [](Attribute name) {
+          return cast<StringAttr>(name).getValue().starts_with("result:");
+        });
+  });
   const int count = static_cast<int>(plan.launches.size());
   std::vector<int> owner(count, -1); // the reference launch of each
   for (size_t l = 0; l + 1 < firstLaunch.size(); ++l)
@@ -419,7 +432,7 @@ writeResultsAsBF16(schedule::Schedule &plan,
   std::vector<bool> kept(count, true);
   for (int reader = 0; reader < count; ++reader) {
     const schedule::Launch &prologue = plan.launches[reader];
-    if (!roundingPrologues.count(prologue.kernel) ||
+    if (!kept[reader] || !roundingPrologues.count(prologue.kernel) ||
         prologue.buffers.size() < 2)
       continue;
     const int tensor = prologue.buffers[0], codes = prologue.buffers[1];
@@ -428,15 +441,36 @@ writeResultsAsBF16(schedule::Schedule &plan,
       continue;
     const int at = users[tensor][0];
     schedule::Launch &writer = plan.launches[at];
-    // A compiled kernel whose one result is the tensor.
+    // A compiled kernel (its results its last buffers) each of whose
+    // results has a rounding prologue as its one reader: its variant
+    // writes all of their codes.
     const std::string variant =
         writer.kernel + conversion::kBF16ResultSuffix.str();
+    auto results = resultCounts.find(writer.kernel);
     if (!writer.gemm && functions.count(variant) &&
-        writer.buffers.back() == tensor &&
-        llvm::count(writer.buffers, tensor) == 1) {
+        results != resultCounts.end()) {
+      const size_t size = writer.buffers.size(), count = results->second;
+      std::vector<std::pair<size_t, int>> replaced; // (position, prologue)
+      for (size_t p = size - std::min(size, count); p < size; ++p) {
+        const int result = writer.buffers[p];
+        if (plan.buffers[result].role != schedule::BufferRole::Temporary ||
+            llvm::count(writer.buffers, result) != 1 ||
+            users[result].size() != 2 || users[result][0] != at)
+          break;
+        const int r = users[result][1];
+        const schedule::Launch &rounding = plan.launches[r];
+        if (!kept[r] || !roundingPrologues.count(rounding.kernel) ||
+            rounding.buffers.size() < 2 || rounding.buffers[0] != result)
+          break;
+        replaced.push_back({p, r});
+      }
+      if (replaced.size() != count)
+        continue;
       writer.kernel = variant;
-      writer.buffers.back() = codes;
-      kept[reader] = false;
+      for (auto [p, r] : replaced) {
+        writer.buffers[p] = plan.launches[r].buffers[1];
+        kept[r] = false;
+      }
       continue;
     }
     // A library launch expanded to this one launch.

@@ -160,8 +160,8 @@ constexpr llvm::StringLiteral kRoundsToBF16 = "tetra.rounds_to_bf16";
 /// Variants of a kernel function, named after it with a suffix: no launch
 /// of their own (their `tetra.launch` says `variant`), the compiler
 /// launches one in the function's place where the schedule allows.
-///   kBF16ResultSuffix: writes its result as those BF16 codes (the result
-///     argument i32 words of two), where the result's one reader is a
+///   kBF16ResultSuffix: writes its results as those BF16 codes (each result
+///     argument i32 words of two), where each result's one reader is a
 ///     rounding prologue.
 ///   kPlusAddendSuffix: writes its result plus a tensor of the result's
 ///     shape (an fp32 add, a trailing argument `addend`), where the

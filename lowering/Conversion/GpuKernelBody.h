@@ -231,6 +231,24 @@ struct Body {
     gpu::BarrierOp::create(b);
     return result;
   }
+  /// The block's threads' i32 values summed up to and including each
+  /// thread's (Hillis-Steele through `shared`, one slot per thread).
+  Value inclusiveScan(Value x, Value shared, int64_t threads) {
+    Value tid = thread();
+    store(x, shared, tid);
+    gpu::BarrierOp::create(b);
+    for (int64_t d = 1; d < threads; d *= 2) {
+      Value reaches = arith::CmpIOp::create(b, CmpIPredicate::uge, tid,
+                                            e.cIndex(d));
+      Value before =
+          load(shared, e.select(reaches, e.subIndex(tid, e.cIndex(d)), tid));
+      Value sum = e.add(load(shared, tid), e.select(reaches, before, e.c32(0)));
+      gpu::BarrierOp::create(b);
+      store(sum, shared, tid);
+      gpu::BarrierOp::create(b);
+    }
+    return load(shared, tid);
+  }
   /// A workgroup array of `count` elements (a static allocation).
   Value sharedArray(int64_t count, Type element) {
     mlir::Attribute workgroup = gpu::AddressSpaceAttr::get(
@@ -241,6 +259,19 @@ struct Body {
   }
   /// Every thread of the block waits for the others' shared-memory writes.
   void barrier() { gpu::BarrierOp::create(b); }
+  /// shuffleXor of an f64, as its two 32-bit halves.
+  Value shuffleXorF64(Value x, int32_t mask, int32_t width) {
+    Type i64 = b.getI64Type();
+    Value bits = e.bitcast(x, i64);
+    Value low = shuffleXor(e.trunc(bits, e.i32()), mask, width);
+    Value high = shuffleXor(
+        e.trunc(arith::ShRUIOp::create(b, bits, e.c64(32)), e.i32()), mask,
+        width);
+    Value joined = arith::OrIOp::create(
+        b, arith::ShLIOp::create(b, e.zext(high, i64), e.c64(32)),
+        e.zext(low, i64));
+    return e.bitcast(joined, b.getF64Type());
+  }
   /// x of the lane whose index is this lane's xor `mask` (within `width`).
   Value shuffleXor(Value x, int32_t mask, int32_t width) {
     return gpu::ShuffleOp::create(b, x, mask, width, gpu::ShuffleMode::XOR)

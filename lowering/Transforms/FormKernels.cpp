@@ -73,6 +73,119 @@ void recomputeUnaryOpsInUsers(ModuleOp module) {
   }
 }
 
+/// Whether `kernel` is an elementwise kernel (no scaled matmul inside).
+bool isElementwiseKernel(KernelOp kernel) {
+  return llvm::all_of(kernel.getBodyBlock().without_terminator(),
+                      [](Operation &op) { return isElementwise(&op); });
+}
+
+/// The element count every tensor of an elementwise kernel has, or none
+/// where they differ (or one is not a static tensor).
+std::optional<int64_t> commonElementCount(KernelOp kernel) {
+  std::optional<int64_t> count;
+  for (Value value : llvm::concat<Value>(kernel.getInputs(), kernel.getResults())) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if (!type || !type.hasStaticShape() ||
+        (count && *count != type.getNumElements()))
+      return std::nullopt;
+    count = type.getNumElements();
+  }
+  return count;
+}
+
+/// Replaces `first` and `second` (a later kernel whose inputs are all
+/// defined before `first`) by one kernel at `first`: the inputs of both,
+/// the results of `first` then of `second`.
+void mergeInto(KernelOp first, KernelOp second) {
+  llvm::SetVector<Value> inputs(first.getInputs().begin(),
+                                first.getInputs().end());
+  inputs.insert(second.getInputs().begin(), second.getInputs().end());
+  SmallVector<Type> types(first.getResultTypes());
+  llvm::append_range(types, second.getResultTypes());
+  OpBuilder builder(first);
+  auto kernel = KernelOp::create(builder, first.getLoc(), types,
+                                 first.getKernelNameAttr(),
+                                 inputs.getArrayRef());
+  Block *body = new Block();
+  kernel.getBody().push_back(body);
+  DenseMap<Value, Value> argumentOf;
+  for (Value input : inputs)
+    argumentOf[input] = body->addArgument(input.getType(), input.getLoc());
+  OpBuilder inner = OpBuilder::atBlockEnd(body);
+  SmallVector<Value> yielded;
+  for (KernelOp part : {first, second}) {
+    IRMapping mapping;
+    for (auto [argument, input] :
+         llvm::zip(part.getBodyBlock().getArguments(), part.getInputs()))
+      mapping.map(argument, argumentOf[input]);
+    for (Operation &op : part.getBodyBlock().without_terminator())
+      inner.clone(op, mapping);
+    for (Value value : part.getBodyBlock().getTerminator()->getOperands())
+      yielded.push_back(mapping.lookup(value));
+  }
+  YieldOp::create(inner, first.getLoc(), yielded);
+  const unsigned firstResults = first.getNumResults();
+  for (auto [n, result] : llvm::enumerate(first.getResults()))
+    result.replaceAllUsesWith(kernel.getResult(n));
+  for (auto [n, result] : llvm::enumerate(second.getResults()))
+    result.replaceAllUsesWith(kernel.getResult(firstResults + n));
+  first->erase();
+  second->erase();
+}
+
+/// Merges elementwise kernels that read at least two of the same tensors:
+/// each kernel into the nearest earlier one of its block that does, where
+/// all of its inputs are defined before that one (so it cannot depend on
+/// it) and all tensors of both have as many elements — until no two
+/// merge. The shared tensors are then read once. A merged kernel takes the
+/// earlier one's place and name; its results are the earlier one's, then
+/// the later one's, each computed by its own ops: the same values. The
+/// SwiGLU backward's d(up) = d(p) * silu(gate) and d(gate) = silu_grad(gate,
+/// d(p) * up), and the product silu(gate) * up recomputed for down's Wgrad,
+/// become one kernel reading d(p), gate and up once. (Kernels sharing one
+/// tensor stay apart: a residual connection's adds, which a GEMM's
+/// epilogue may take over, share one.)
+void mergeSiblingKernels(ModuleOp module) {
+  // Whether `value` is available at `op`: a value from outside op's
+  // block (an argument, or an enclosing region's) always is.
+  auto definedBefore = [](Value value, Operation *op) {
+    Operation *definer = value.getDefiningOp();
+    return !definer || definer->getBlock() != op->getBlock() ||
+           definer->isBeforeInBlock(op);
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    SmallVector<KernelOp> kernels;
+    module.walk([&](KernelOp kernel) {
+      if (isElementwiseKernel(kernel) && commonElementCount(kernel))
+        kernels.push_back(kernel);
+    });
+    for (size_t later = 0; later < kernels.size() && !changed; ++later) {
+      KernelOp second = kernels[later];
+      llvm::SmallPtrSet<Value, 8> reads(second.getInputs().begin(),
+                                        second.getInputs().end());
+      KernelOp first;
+      for (size_t earlier = later; earlier-- > 0 && !first;) {
+        KernelOp candidate = kernels[earlier];
+        if (candidate->getBlock() != second->getBlock() ||
+            *commonElementCount(candidate) != *commonElementCount(second))
+          continue;
+        const int64_t shared =
+            llvm::count_if(candidate.getInputs(),
+                           [&](Value input) { return reads.contains(input); });
+        if (shared >= 2 && llvm::all_of(second.getInputs(), [&](Value input) {
+              return definedBefore(input, candidate);
+            }))
+          first = candidate;
+      }
+      if (!first)
+        continue;
+      mergeInto(first, second);
+      changed = true;
+    }
+  }
+}
+
 /// `name` with every character other than a letter, digit or `_` replaced
 /// by `_`.
 std::string sanitize(StringRef name) {
@@ -221,4 +334,5 @@ void FormKernels::runOnOperation() {
     outline(chain, chain.back()->getResult(0),
             uniqueName(fmt::format("elementwise_{}", elementwiseCount++)),
             chain.back()->getLoc());
+  mergeSiblingKernels(module);
 }

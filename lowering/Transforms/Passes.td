@@ -160,6 +160,13 @@ def FormKernels : Pass<"tetra-form-kernels", "mlir::ModuleOp"> {
       its users read its operand instead (as many bytes) — the silu of a
       SwiGLU gate fuses into the forward's product and into the backward's
       d(up).
+    - Then elementwise kernels that read two or more of the same tensors
+      merge, the later into the nearest earlier one whose place already
+      sees all of the later one's inputs (and whose tensors have as many
+      elements), until none do: the merged kernel reads each tensor once
+      and yields the earlier kernel's results, then the later one's (the
+      SwiGLU backward's d(up) and d(gate)). Kernels sharing one tensor (a
+      residual connection's adds) stay apart.
 
     Kernels are named after what they compute: a GEMM kernel after its
     matmul's `NameLoc` ("layers.0.attn.wq.fprop" gives

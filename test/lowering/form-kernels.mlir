@@ -113,3 +113,45 @@ func.func @recomputed(%g: tensor<8x16xf32>, %u: tensor<8x16xf32>, %d: tensor<8x1
   %du = tetra.mul %d, %s : tensor<8x16xf32>
   return %p, %du : tensor<8x16xf32>, tensor<8x16xf32>
 }
+
+// -----
+
+// Elementwise kernels that read two or more of the same tensors merge into
+// the earlier one (its place and name), where the later one's inputs all
+// exist there: the SwiGLU backward's d(up) = d * silu(g) and d(gate) =
+// silu_grad(g, d * u) read d and g once. Results: the earlier kernel's,
+// then the later one's, each computed by its own ops.
+// CHECK-LABEL: func.func @siblings
+func.func @siblings(%g: tensor<8x16xf32>, %u: tensor<8x16xf32>, %d: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+  // CHECK-NEXT: %[[K:.*]]:2 = tetra.kernel "elementwise_0" (%[[G:.*]] = %arg0, %[[D:.*]] = %arg2, %[[U:.*]] = %arg1) : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+  // CHECK-NEXT: %[[S:.*]] = tetra.silu %[[G]]
+  // CHECK-NEXT: %[[DU:.*]] = tetra.mul %[[D]], %[[S]]
+  // CHECK-NEXT: %[[DP:.*]] = tetra.mul %[[D]], %[[U]]
+  // CHECK-NEXT: %[[DG:.*]] = tetra.silu_grad %[[G]], %[[DP]]
+  // CHECK-NEXT: tetra.yield %[[DU]], %[[DG]]
+  // CHECK-NEXT: }
+  // CHECK-NEXT: return %[[K]]#0, %[[K]]#1
+  %s = tetra.silu %g : tensor<8x16xf32>
+  %du = tetra.mul %d, %s : tensor<8x16xf32>
+  %dp = tetra.mul %d, %u : tensor<8x16xf32>
+  %dg = tetra.silu_grad %g, %dp : tensor<8x16xf32>
+  return %du, %dg : tensor<8x16xf32>, tensor<8x16xf32>
+}
+
+// -----
+
+// Kernels sharing one tensor stay apart (a residual connection's adds: a
+// GEMM's epilogue may take one over), and so does a kernel that reads the
+// earlier one's result, whatever else they share.
+// CHECK-LABEL: func.func @siblings_apart
+func.func @siblings_apart(%x: tensor<8x16xf32>, %a: tensor<8x16xf32>, %b: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) {
+  // CHECK-NEXT: %[[K0:.*]] = tetra.kernel "elementwise_0" (%{{.*}} = %arg0, %{{.*}} = %arg1) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // CHECK: %[[K1:.*]] = tetra.kernel "elementwise_1" (%{{.*}} = %arg0, %{{.*}} = %arg2) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // CHECK: %[[K2:.*]] = tetra.kernel "elementwise_2" (%{{.*}} = %[[K0]], %{{.*}} = %arg1, %{{.*}} = %arg0) : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // CHECK: return %[[K0]], %[[K1]], %[[K2]]
+  %r0 = tetra.add %x, %a : tensor<8x16xf32>
+  %r1 = tetra.add %x, %b : tensor<8x16xf32>
+  %m = tetra.mul %r0, %a : tensor<8x16xf32>
+  %r2 = tetra.sub %m, %x : tensor<8x16xf32>
+  return %r0, %r1, %r2 : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
+}
