@@ -14,9 +14,10 @@
 //     registry's arguments in the registry's order (KernelABI.h) — buffers
 //     as device addresses, scalars as i64/f64 — with the shapes built in, so
 //     a schedule launch keeps its arguments and gains a function and a grid.
-//     A kernel that needs two passes (attention's and RMSNorm's backward,
-//     cross-entropy's loss) becomes two launches; the variadic global norm
-//     and clipping one launch per tensor.
+//     A kernel that needs several passes (attention's and RMSNorm's
+//     backward, cross-entropy's loss, the embedding's gradient: its tokens
+//     listed by row first) becomes several launches; the variadic global
+//     norm and clipping one launch for all their tensors.
 //
 // Each computes what the CPU kernel computes, in the same order wherever
 // that costs nothing on a GPU (columns of the scatter-style sums are summed over rows in order,
