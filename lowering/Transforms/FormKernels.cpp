@@ -141,10 +141,9 @@ void mergeInto(KernelOp first, KernelOp second) {
 /// earlier one's place and name; its results are the earlier one's, then
 /// the later one's, each computed by its own ops: the same values. The
 /// SwiGLU backward's d(up) = d(p) * silu(gate) and d(gate) = silu_grad(gate,
-/// d(p) * up), and the product silu(gate) * up recomputed for down's Wgrad,
-/// become one kernel reading d(p), gate and up once. (Kernels sharing one
-/// tensor stay apart: a residual connection's adds, which a GEMM's
-/// epilogue may take over, share one.)
+/// d(p) * up) become one kernel reading d(p), gate and up once. (Kernels
+/// sharing one tensor stay apart: a residual connection's adds, which a
+/// GEMM's epilogue may take over, share one.)
 void mergeSiblingKernels(ModuleOp module) {
   // Whether `value` is available at `op`: a value from outside op's
   // block (an argument, or an enclosing region's) always is.
