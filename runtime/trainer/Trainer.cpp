@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fmt/format.h>
+#include <functional>
 #include <numeric>
 #include <sys/stat.h>
 
@@ -39,6 +40,79 @@ const std::string kPrefixes[] = {"", "m.", "v."}; // parameter, moments
 int64_t ParameterSpec::numElements() const {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1},
                          std::multiplies<int64_t>());
+}
+
+namespace {
+
+/// Each parameter's index by name.
+std::map<std::string, size_t>
+parameterIndex(const std::vector<tetra::trainer::ParameterSpec> &parameters) {
+  std::map<std::string, size_t> index;
+  for (size_t p = 0; p < parameters.size(); ++p)
+    index[parameters[p].name] = p;
+  return index;
+}
+
+/// The parameter whose moment `buffer` is ("m.NAME", "v.NAME"), or none.
+std::optional<size_t>
+momentParameter(const tetra::schedule::BufferDesc &buffer,
+                const std::map<std::string, size_t> &parameterIndex) {
+  if (buffer.role != tetra::schedule::BufferRole::AdamM &&
+      buffer.role != tetra::schedule::BufferRole::AdamV)
+    return std::nullopt;
+  auto found = parameterIndex.find(buffer.name.substr(2));
+  if (found == parameterIndex.end())
+    return std::nullopt;
+  return found->second;
+}
+
+} // namespace
+
+std::vector<int> tetra::trainer::shardMoments(
+    const schedule::Schedule &step, const std::vector<ParameterSpec> &parameters,
+    int ranks) {
+  const std::map<std::string, size_t> index = parameterIndex(parameters);
+  // Each parameter's group: the lowest parameter of the update launches
+  // naming its moments, joined across launches (union by the lower index).
+  std::vector<size_t> group(parameters.size());
+  std::iota(group.begin(), group.end(), size_t{0});
+  std::function<size_t(size_t)> root = [&](size_t p) {
+    return group[p] == p ? p : group[p] = root(group[p]);
+  };
+  for (int l = step.updateBegin();
+       l >= 0 && l < static_cast<int>(step.launches.size()); ++l) {
+    std::optional<size_t> joined;
+    for (int b : step.launches[l].buffers) {
+      std::optional<size_t> moment = momentParameter(step.buffers[b], index);
+      if (!moment)
+        continue;
+      const size_t p = root(*moment);
+      if (joined && *joined != p)
+        group[std::max(*joined, p)] = std::min(*joined, p);
+      joined = joined ? std::min(*joined, p) : p;
+    }
+  }
+  std::vector<int64_t> elements(parameters.size(), 0);
+  std::vector<size_t> order;
+  for (size_t p = 0; p < parameters.size(); ++p) {
+    elements[root(p)] += parameters[p].numElements();
+    if (root(p) == p)
+      order.push_back(p);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return elements[a] > elements[b];
+  });
+  std::vector<int64_t> held(static_cast<size_t>(std::max(ranks, 1)), 0);
+  std::vector<int> groupOwner(parameters.size(), 0);
+  for (size_t g : order) {
+    auto least = std::min_element(held.begin(), held.end());
+    groupOwner[g] = static_cast<int>(least - held.begin());
+    *least += elements[g];
+  }
+  std::vector<int> owner(parameters.size());
+  for (size_t p = 0; p < parameters.size(); ++p)
+    owner[p] = groupOwner[root(p)];
+  return owner;
 }
 
 io::Expected<std::unique_ptr<Trainer>>
@@ -70,46 +144,24 @@ Trainer::create(backend::Backend &backend, const schedule::Schedule &step,
     if (io::Status zeroed = backend.fill(*allocated, 0); !zeroed)
       return zeroed.error();
   }
-  // Sharded optimizer state: the parameters, largest first (in their order
-  // among equals), each to the rank holding the fewest elements so far (the
-  // lowest such rank) — Llama 3.1-8B's on 8 ranks: 1.003-1.007 G elements
-  // each, where dealing them in order gave one rank 1.44 G.
   const std::vector<ParameterSpec> &parameters = trainer->config_.parameters;
-  std::map<std::string, size_t> parameterIndex;
-  for (size_t p = 0; p < parameters.size(); ++p)
-    parameterIndex[parameters[p].name] = p;
+  const std::map<std::string, size_t> index = parameterIndex(parameters);
+  auto momentOf = [&](const schedule::BufferDesc &buffer) {
+    return momentParameter(buffer, index);
+  };
   const bool sharded = trainer->config_.shardOptimizer &&
                        trainer->config_.communicator && trainer->ranks() > 1;
   if (sharded) {
-    std::vector<size_t> order(parameters.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return parameters[a].numElements() > parameters[b].numElements();
-    });
-    std::vector<int64_t> held(static_cast<size_t>(trainer->ranks()), 0);
-    trainer->owner_.assign(parameters.size(), 0);
-    for (size_t p : order) {
-      auto least = std::min_element(held.begin(), held.end());
-      trainer->owner_[p] = static_cast<int>(least - held.begin());
-      *least += parameters[p].numElements();
-    }
-    const int64_t largest = order.empty() ? 0 : parameters[order[0]].numElements();
+    trainer->owner_ = shardMoments(step, parameters, trainer->ranks());
+    int64_t largest = 0;
+    for (const ParameterSpec &parameter : parameters)
+      largest = std::max(largest, parameter.numElements());
     io::Expected<backend::Buffer> receive =
         backend.allocate(static_cast<size_t>(largest) * sizeof(float));
     if (!receive)
       return receive.error();
     trainer->receiveBuffer_ = *receive;
   }
-  // The parameter whose moment `buffer` is ("m.NAME", "v.NAME"), or none.
-  auto momentOf = [&](const schedule::BufferDesc &buffer) -> std::optional<size_t> {
-    if (buffer.role != schedule::BufferRole::AdamM &&
-        buffer.role != schedule::BufferRole::AdamV)
-      return std::nullopt;
-    auto found = parameterIndex.find(buffer.name.substr(2));
-    if (found == parameterIndex.end())
-      return std::nullopt;
-    return found->second;
-  };
   // Every bound buffer of the step, allocated here and owned by the trainer
   // (sharded: the moments of this rank's parameters alone).
   int64_t gradientAt = 0;

@@ -92,4 +92,59 @@ TEST(TrainerCreate, RefusesMicroBatchesWithoutGradientSums) {
   EXPECT_EQ(createError(step, 2), "");
 }
 
+/// A step updating `parameters` (name, elements) with `launches`, each the
+/// list of parameters whose moments it names.
+schedule::Schedule updateStep(
+    const std::vector<std::pair<std::string, int64_t>> &parameters,
+    const std::vector<std::vector<int>> &launches) {
+  schedule::Schedule step;
+  step.phases = {0, 0, 0};
+  for (const auto &[name, elements] : parameters)
+    for (auto [prefix, role] : {std::pair{"m.", schedule::BufferRole::AdamM},
+                                std::pair{"v.", schedule::BufferRole::AdamV}}) {
+      schedule::BufferDesc moment;
+      moment.name = prefix + name;
+      moment.role = role;
+      moment.shape = {elements};
+      step.buffers.push_back(moment);
+    }
+  for (const std::vector<int> &named : launches) {
+    schedule::Launch launch;
+    launch.kernel = "adamw";
+    for (int p : named)
+      launch.buffers.insert(launch.buffers.end(), {2 * p, 2 * p + 1});
+    step.launches.push_back(launch);
+  }
+  return step;
+}
+
+std::vector<trainer::ParameterSpec>
+specs(const std::vector<std::pair<std::string, int64_t>> &parameters) {
+  std::vector<trainer::ParameterSpec> result;
+  for (const auto &[name, elements] : parameters)
+    result.push_back({name, {elements}});
+  return result;
+}
+
+// ZeRO-1's dealing: a parameter a launch, largest first to the least
+// loaded rank (the lower on a tie).
+TEST(ShardMoments, DealsLargestFirstToTheLeastLoadedRank) {
+  const std::vector<std::pair<std::string, int64_t>> parameters = {
+      {"a", 10}, {"b", 40}, {"c", 30}, {"d", 20}};
+  EXPECT_EQ(trainer::shardMoments(updateStep(parameters, {{0}, {1}, {2}, {3}}),
+                                  specs(parameters), 2),
+            (std::vector<int>{0, 0, 1, 1})); // b 40 -> 0, c 30 -> 1, d -> 1, a -> 0
+}
+
+// Parameters one launch updates together (a GPU step's multi-tensor
+// launch) stay on one rank: the launch runs there or not at all.
+TEST(ShardMoments, KeepsALaunchsParametersTogether) {
+  const std::vector<std::pair<std::string, int64_t>> parameters = {
+      {"a", 10}, {"b", 40}, {"c", 30}, {"d", 20}};
+  // a with c, and (through a second launch) c with d: one group of 60.
+  std::vector<int> owner = trainer::shardMoments(
+      updateStep(parameters, {{0, 2}, {1}, {2, 3}}), specs(parameters), 2);
+  EXPECT_EQ(owner, (std::vector<int>{0, 1, 0, 0}));
+}
+
 } // namespace
