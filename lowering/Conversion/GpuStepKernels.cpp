@@ -767,6 +767,10 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
         memory, ValueRange{at}, /*nontemporal=*/false,
         body.b.getI64IntegerAttr(4 * values.size()));
   };
+  // The first column of group g of `lanes` columns.
+  auto normColumn = [](QuantizationEmitter &e, Value g, int64_t lanes) {
+    return e.mulIndex(g, e.cIndex(lanes));
+  };
   auto normGrid = [](int64_t rows) -> std::array<int64_t, 3> {
     return {ceilDiv(rows, kNormRowsPerBlock), 1, 1};
   };
@@ -780,9 +784,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           QuantizationEmitter &e = body.e;
           normRows(body, rows, [&](Value row, Value lane) {
             Value base = e.mulIndex(row, e.cIndex(dim));
-            auto columnOf = [&](Value g) {
-              return e.mulIndex(g, e.cIndex(lanes));
-            };
+            auto columnOf = [&](Value g) { return normColumn(e, g, lanes); };
             Value sum = body.strided(
                 lane, e.cIndex(groups), 32, {body.cF64(0.0)},
                 [&](Value g, ValueRange acc) {
@@ -844,20 +846,25 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           QuantizationEmitter &e = body.e;
           normRows(body, rows, [&](Value row, Value lane) {
             Value base = e.mulIndex(row, e.cIndex(dim));
-            auto columnOf = [&](Value g) {
-              return e.mulIndex(g, e.cIndex(lanes));
+            // Group g's element index and its dy, weight and x values.
+            struct Terms {
+              Value at;
+              SmallVector<Value> dy, w, x;
+            };
+            auto termsOf = [&](Value g) {
+              Value column = normColumn(e, g, lanes);
+              Value at = e.addIndex(base, column);
+              return Terms{at, loadLanes(body, body.arg(3), at, lanes),
+                           loadLanes(body, body.arg(1), column, lanes),
+                           loadLanes(body, body.arg(0), at, lanes)};
             };
             Value gx = body.strided(
                 lane, e.cIndex(groups), 32, {e.cF32(0.0f)},
                 [&](Value g, ValueRange acc) {
-                  Value at = e.addIndex(base, columnOf(g));
-                  SmallVector<Value> dy = loadLanes(body, body.arg(3), at, lanes);
-                  SmallVector<Value> w =
-                      loadLanes(body, body.arg(1), columnOf(g), lanes);
-                  SmallVector<Value> x = loadLanes(body, body.arg(0), at, lanes);
+                  Terms t = termsOf(g);
                   Value s = acc[0];
                   for (int64_t l = 0; l < lanes; ++l)
-                    s = e.addf(s, e.mulf(e.mulf(dy[l], w[l]), x[l]));
+                    s = e.addf(s, e.mulf(e.mulf(t.dy[l], t.w[l]), t.x[l]));
                   return SmallVector<Value>{s};
                 })[0];
             for (int32_t mask = 16; mask >= 1; mask /= 2)
@@ -868,16 +875,12 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                        e.cF32(static_cast<float>(dim)));
             body.strided(lane, e.cIndex(groups), 32, {},
                          [&](Value g, ValueRange) {
-              Value at = e.addIndex(base, columnOf(g));
-              SmallVector<Value> dy = loadLanes(body, body.arg(3), at, lanes);
-              SmallVector<Value> w =
-                  loadLanes(body, body.arg(1), columnOf(g), lanes);
-              SmallVector<Value> x = loadLanes(body, body.arg(0), at, lanes);
+              Terms t = termsOf(g);
               SmallVector<Value> values;
               for (int64_t l = 0; l < lanes; ++l)
-                values.push_back(e.subf(e.mulf(e.mulf(scale, dy[l]), w[l]),
-                                        e.mulf(correction, x[l])));
-              storeLanes(body, values, body.arg(4), at);
+                values.push_back(e.subf(e.mulf(e.mulf(scale, t.dy[l]), t.w[l]),
+                                        e.mulf(correction, t.x[l])));
+              storeLanes(body, values, body.arg(4), t.at);
               return SmallVector<Value>{};
             });
           });
