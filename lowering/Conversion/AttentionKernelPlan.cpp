@@ -44,19 +44,25 @@ constexpr int64_t kPackedPad = 8;
 
 /// Bytes of shared memory a pass's block stages with packed BF16 tiles: an
 /// operand read as A, or as B with n over its rows, is [rows][columns]
-/// (`rows`); as B with n over its columns, [columns][rows] (`columns`).
-int64_t packedBytes(const AttentionGeometry &shape, AttentionPass pass,
+/// (`rows`); as B with n over its columns, [columns][rows] (`columns`) —
+/// or, on a chip whose matrix load transposes, its rows again.
+int64_t packedBytes(const AttentionMatrixTile &tile,
+                    const AttentionGeometry &shape, AttentionPass pass,
                     const AttentionTiling &t) {
   const int64_t hd = shape.headDim;
   auto rows = [&](int64_t r) { return 2 * r * (hd + kPackedPad); };
   auto columns = [&](int64_t r) { return 2 * hd * (r + kPackedPad); };
+  // A tile read both ways: its columns, unless read from its rows.
+  const bool transposes = tile.loadsTransposedMatrices();
+  auto otherWay = [&](int64_t r) { return transposes ? 0 : columns(r); };
   switch (pass) {
   case AttentionPass::Forward: // Q; K; V transposed
-    return rows(t.rows) + rows(t.inner) + columns(t.inner);
+    return rows(t.rows) + rows(t.inner) +
+           (transposes ? rows(t.inner) : columns(t.inner));
   case AttentionPass::QueryGradients: // Q, dO; K both ways; V
-    return 2 * rows(t.rows) + 2 * rows(t.inner) + columns(t.inner);
+    return 2 * rows(t.rows) + 2 * rows(t.inner) + otherWay(t.inner);
   case AttentionPass::KeyValueGradients: // K, V; Q, dO both ways; lse, delta
-    return 2 * rows(t.rows) + 2 * rows(t.inner) + 2 * columns(t.inner) +
+    return 2 * rows(t.rows) + 2 * rows(t.inner) + 2 * otherWay(t.inner) +
            2 * 4 * t.inner;
   }
   return 0;
@@ -92,7 +98,7 @@ tetra::conversion::tileAttention(const AttentionMatrixTile &tile,
   if (packs && shape.headDim % tile.packedK() != 0)
     return std::nullopt;
   auto fits = [&](AttentionTiling tiling, int64_t limit) {
-    const int64_t bytes = packs ? packedBytes(shape, pass, tiling)
+    const int64_t bytes = packs ? packedBytes(tile, shape, pass, tiling)
                                 : 4 * sharedFloats(tile, shape, pass, tiling);
     return tiling.inner % tile.tileN() == 0 &&
            tiling.inner % tile.tileK() == 0 &&
@@ -227,13 +233,16 @@ private:
     return {body.sharedArray(rows * (columns + kPad), e.f32()),
             columns + kPad};
   }
-  /// An operand tile of rows x head_dim, in `layouts` where packed.
+  /// An operand tile of rows x head_dim, in `layouts` where packed (a
+  /// chip whose matrix load transposes reads AsColumns from its rows).
   Operand operand(int64_t rows, unsigned layouts = AsRows) {
     Operand o;
     if (!packs) {
       o.f32 = stage(rows, hd);
       return o;
     }
+    if (tile.loadsTransposedMatrices() && (layouts & AsColumns))
+      layouts = AsRows;
     if (layouts & AsRows)
       o.rows = {body.sharedArray(rows * (hd + kPackedPad), e.b.getI16Type()),
                 hd + kPackedPad};
@@ -287,7 +296,7 @@ private:
       return;
     }
     if (packs) { // FlashAttention-2's: two accumulator tiles a k-slab
-      Staged bm = nMajor ? b.rows : b.columns;
+      Staged bm = packedBStaging(b, nMajor);
       const int64_t tilesPerSlab = tile.packedK() / tile.tileN();
       for (int64_t slab = 0;
            slab < static_cast<int64_t>(a.size()) / tilesPerSlab; ++slab) {
@@ -297,7 +306,8 @@ private:
           const SmallVector<Value> &from = a[slab * tilesPerSlab + t];
           av.push_back(pack(from[low], from[high]));
         }
-        multiplyPackedTiles(acc, av, bm, slab * tile.packedK());
+        multiplyPackedTiles(acc, av, bm, slab * tile.packedK(),
+                            transposedRead(nMajor));
       }
       return;
     }
@@ -437,7 +447,8 @@ private:
   void product(Tiles &acc, const Operand &a, int64_t k, const Operand &b,
                bool nMajor) {
     if (packs)
-      return productPacked(acc, a.rows, k, nMajor ? b.rows : b.columns);
+      return productPacked(acc, a.rows, k, packedBStaging(b, nMajor),
+                           transposedRead(nMajor));
     for (int64_t k0 = 0; k0 < k; k0 += tile.tileK()) {
       SmallVector<Value> av;
       for (auto [row, kk] : aAt)
@@ -498,8 +509,20 @@ private:
                      e.addIndex(kk, e.cIndex(k0)))));
     return bv;
   }
-  /// product() on BF16 pairs: A [rows][k], B [n][k].
-  void productPacked(Tiles &acc, Staged a, int64_t k, Staged bm) {
+  /// Whether B (n over its columns unless nMajor) is read transposed from
+  /// its rows by the chip's matrix load.
+  bool transposedRead(bool nMajor) const {
+    return !nMajor && tile.loadsTransposedMatrices();
+  }
+  /// The staging a packed product reads B from: its rows ([n][k], nMajor;
+  /// or [k][n], read transposed) or its columns ([n][k]).
+  Staged packedBStaging(const Operand &b, bool nMajor) const {
+    return nMajor || transposedRead(nMajor) ? b.rows : b.columns;
+  }
+  /// product() on BF16 pairs: A [rows][k], B [n][k] (or, `transposed`,
+  /// [k][n]).
+  void productPacked(Tiles &acc, Staged a, int64_t k, Staged bm,
+                     bool transposed) {
     for (int64_t k0 = 0; k0 < k; k0 += tile.packedK()) {
       SmallVector<Value> av;
       if (tile.loadsPackedMatrices()) {
@@ -513,20 +536,27 @@ private:
                   e.mulIndex(e.addIndex(warpRow, row), e.cIndex(a.stride)),
                   e.addIndex(kk, e.cIndex(k0)))));
       }
-      multiplyPackedTiles(acc, av, bm, k0);
+      multiplyPackedTiles(acc, av, bm, k0, transposed);
     }
   }
-  /// acc[n] += av B[n-tile n], B's k-slab at k0 of `bm` ([n][k] BF16): two
-  /// n-tiles a matrix load where the chip has one.
+  /// acc[n] += av B[n-tile n], B's k-slab at k0 of `bm` ([n][k] BF16, or
+  /// `transposed` [k][n]): two n-tiles a matrix load where the chip has
+  /// one (a transposing one: always; head_dim is a multiple of 16).
   void multiplyPackedTiles(Tiles &acc, ArrayRef<Value> av, Staged bm,
-                           int64_t k0) {
+                           int64_t k0, bool transposed) {
     const int64_t tiles = static_cast<int64_t>(acc.size());
     const int64_t words = tile.packedBWords();
+    assert((!transposed || tiles % 2 == 0) &&
+           "a transposed B is read two n-tiles at a time");
     for (int64_t n = 0; n < tiles;) {
-      if (tile.loadsPackedMatrices() && n + 1 < tiles) {
+      if ((transposed || tile.loadsPackedMatrices()) && n + 1 < tiles) {
         SmallVector<Value> b2 =
-            tile.loadPackedB2(e, bm.memory, lane, e.cIndex(n * tile.tileN()),
-                              e.cIndex(k0), bm.stride);
+            transposed ? tile.loadPackedB2Transposed(
+                             e, bm.memory, lane, e.cIndex(n * tile.tileN()),
+                             e.cIndex(k0), bm.stride)
+                       : tile.loadPackedB2(e, bm.memory, lane,
+                                           e.cIndex(n * tile.tileN()),
+                                           e.cIndex(k0), bm.stride);
         acc[n] = tile.multiplyPacked(e, av, ArrayRef(b2).take_front(words),
                                      acc[n]);
         acc[n + 1] = tile.multiplyPacked(e, av, ArrayRef(b2).drop_front(words),

@@ -172,6 +172,20 @@ public:
                                           int64_t stride) const {
     return {};
   }
+  /// Whether the chip's matrix load can also transpose (sm_90a:
+  /// ldmatrix.x4.trans): loadPackedB2Transposed gives what loadPackedB2
+  /// gives, B's words of the k-slab at k0 for the two n-tiles from n0, from
+  /// a [k][n] BF16 tile (rows `stride` elements apart) — an operand read
+  /// along its columns is then staged as it is read from memory, in rows,
+  /// rather than transposed on its way into shared memory (two-byte stores
+  /// to scattered addresses: 5.9-way bank conflicts on the H200, Nsight).
+  virtual bool loadsTransposedMatrices() const { return false; }
+  virtual SmallVector<Value> loadPackedB2Transposed(QuantizationEmitter &e,
+                                                    Value memory, Value lane,
+                                                    Value n0, Value k0,
+                                                    int64_t stride) const {
+    return {};
+  }
   /// Static shared memory a block may use.
   virtual int64_t sharedBytes() const = 0;
   /// The same for a block of 128 rows staging packed BF16 tiles (its

@@ -1031,6 +1031,25 @@ public:
     return ldmatrix(e, memory, e.addIndex(e.mulIndex(n, e.cIndex(stride)), k));
   }
 
+  /// ldmatrix.x4.trans: lane l gives the address of row l % 8 of 8 x 8
+  /// matrix l / 8 of the [k][n] tile — n-tile 0 then 1, each k 0-7 then
+  /// 8-15 — and receives, transposed, the pair (k = 2 (l % 4), + 1) of
+  /// column n = l / 4 of each: B's b0, b1 of each n-tile.
+  bool loadsTransposedMatrices() const override { return true; }
+  SmallVector<Value> loadPackedB2Transposed(QuantizationEmitter &e,
+                                            Value memory, Value lane, Value n0,
+                                            Value k0,
+                                            int64_t stride) const override {
+    Value matrix = e.divIndex(lane, 8);
+    Value k = e.addIndex(
+        e.addIndex(k0, arith::RemUIOp::create(e.b, lane, e.cIndex(8))),
+        e.mulIndex(arith::RemUIOp::create(e.b, matrix, e.cIndex(2)),
+                   e.cIndex(8)));
+    Value n = e.addIndex(n0, e.mulIndex(e.divIndex(matrix, 2), e.cIndex(8)));
+    return ldmatrix(e, memory, e.addIndex(e.mulIndex(k, e.cIndex(stride)), n),
+                    /*transposed=*/true);
+  }
+
   /// BF16 values are TF32 values: one mma.sync, exact products.
   SmallVector<Value> multiplyBF16Values(QuantizationEmitter &e,
                                         ArrayRef<Value> a, ArrayRef<Value> b,
@@ -1046,10 +1065,10 @@ public:
   }
 
 private:
-  /// ldmatrix.sync.aligned.m8n8.x4.b16 of the 16 bytes at element `at` of a
-  /// BF16 (i16) workgroup memref.
+  /// ldmatrix.sync.aligned.m8n8.x4(.trans).b16 of the 16 bytes at element
+  /// `at` of a BF16 (i16) workgroup memref.
   static SmallVector<Value> ldmatrix(QuantizationEmitter &e, Value memory,
-                                     Value at) {
+                                     Value at, bool transposed = false) {
     Value address = pointerInto(e, memory, e.mulIndex(at, e.cIndex(2)), 3);
     Type i32 = e.i32();
     Type words = LLVM::LLVMStructType::getLiteral(e.b.getContext(),
@@ -1057,7 +1076,9 @@ private:
     Value loaded =
         LLVM::CallIntrinsicOp::create(
             e.b, words,
-            e.b.getStringAttr("llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16"),
+            e.b.getStringAttr(
+                transposed ? "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16"
+                           : "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16"),
             ValueRange{address})
             .getResult(0);
     SmallVector<Value> result;
