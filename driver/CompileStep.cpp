@@ -543,6 +543,49 @@ std::vector<int> addIntoWriters(schedule::Schedule &plan, ModuleOp module) {
   return keepLaunches(plan, kept);
 }
 
+/// Tensors one launch of the library's multi-tensor clipping takes at most
+/// (its kernel arguments well within CUDA's 4 KB).
+constexpr size_t kTensorsPerLaunch = 128;
+
+/// How many reference launches from `l` on one GPU launch serves: a run of
+/// consecutive clippings of one tensor each by the same norm and max_norm
+/// (the model clips parameter by parameter), as many as kTensorsPerLaunch,
+/// none across a phase's end — one launch instead of one a parameter. 1
+/// for any other launch. (AdamW's launches stay one a parameter: a rank of
+/// a sharded optimizer runs only its own parameters' launches.)
+size_t optimizerRun(const schedule::Schedule &plan, size_t l,
+                    const std::vector<int> &phaseEnds) {
+  const schedule::Launch &first = plan.launches[l];
+  auto clipsOne = [&](const schedule::Launch &launch) {
+    return launch.kernel == "clip_by_global_norm" &&
+           launch.buffers.size() == 2 && launch.scalars.size() == 2 &&
+           launch.buffers[0] == first.buffers[0] &&
+           launch.scalars[0].asFloat() == first.scalars[0].asFloat() &&
+           launch.boundScalars == first.boundScalars;
+  };
+  if (!clipsOne(first))
+    return 1;
+  size_t end = l + 1;
+  while (end < plan.launches.size() && end - l < kTensorsPerLaunch &&
+         !llvm::is_contained(phaseEnds, static_cast<int>(end)) &&
+         clipsOne(plan.launches[end]))
+    ++end;
+  return end - l;
+}
+
+/// A run of optimizerRun() as one launch of the library's multi-tensor
+/// clipping: the norm, the tensors, then max_norm and their counts.
+schedule::Launch mergedOptimizerLaunch(ArrayRef<schedule::Launch> run) {
+  schedule::Launch merged = run.front();
+  merged.buffers = {run.front().buffers[0]};
+  merged.scalars = {run.front().scalars[0]};
+  for (const schedule::Launch &launch : run) {
+    merged.buffers.push_back(launch.buffers[1]);
+    merged.scalars.push_back(launch.scalars[1]);
+  }
+  return merged;
+}
+
 FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
     MLIRContext &context, const llvm::SourceMgr &sourceMgr,
     const frontend::ModelGraph &model, const frontend::ResolvedPolicy *policy,
@@ -596,6 +639,19 @@ FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
       if (phaseEnds[p] == static_cast<int>(l))
         newEnds[p] = static_cast<int>(launches.size());
     firstLaunch.push_back(static_cast<int>(launches.size()));
+    // A run of clippings: one GPU launch, the first reference launch's
+    // (the others' are empty).
+    if (const size_t run = optimizerRun(*plan, l, phaseEnds); run > 1) {
+      if (failed(library.expand(
+              mergedOptimizerLaunch(
+                  ArrayRef(plan->launches).slice(l, run)),
+              *plan, loc, launches)))
+        return failure();
+      for (size_t more = 1; more < run; ++more)
+        firstLaunch.push_back(static_cast<int>(launches.size()));
+      l += run - 1;
+      continue;
+    }
     const schedule::Launch launch = plan->launches[l];
     auto found = byName.find(launch.kernel);
     LogicalResult expanded =
