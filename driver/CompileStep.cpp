@@ -543,6 +543,73 @@ std::vector<int> addIntoWriters(schedule::Schedule &plan, ModuleOp module) {
   return keepLaunches(plan, kept);
 }
 
+/// Tensors one launch of the library's multi-tensor clipping or AdamW takes
+/// at most (its kernel arguments within CUDA's 4 KB: 32 AdamW tensors are
+/// 32 x (4 addresses + 7 scalars) x 8 bytes), and the largest tensor whose
+/// AdamW launch joins others (a small tensor's launch is mostly its start
+/// and tail: 409,600 elements took 12.5 us on the H200, 3.8 at the
+/// bandwidth; a sharded optimizer deals a launch's tensors to one rank, so
+/// large ones keep their own).
+constexpr size_t kClippedPerLaunch = 128, kUpdatedPerLaunch = 32;
+constexpr int64_t kLargestMergedUpdate = int64_t{1} << 21;
+
+/// How many reference launches from `l` on one GPU launch serves: a run of
+/// consecutive clippings of one tensor each by the same norm and max_norm
+/// (the model clips parameter by parameter), or of AdamW updates of tensors
+/// up to kLargestMergedUpdate elements, none across a phase's end. 1 for
+/// any other launch.
+size_t optimizerRun(const schedule::Schedule &plan, size_t l,
+                    const std::vector<int> &phaseEnds) {
+  const schedule::Launch &first = plan.launches[l];
+  auto joins = [&](const schedule::Launch &launch) {
+    if (launch.kernel != first.kernel ||
+        launch.boundScalars != first.boundScalars)
+      return false;
+    if (launch.kernel == "adamw")
+      return launch.scalars.size() == 7 &&
+             launch.scalars[0].asInt() <= kLargestMergedUpdate;
+    return launch.kernel == "clip_by_global_norm" &&
+           launch.buffers.size() == 2 && launch.scalars.size() == 2 &&
+           launch.buffers[0] == first.buffers[0] &&
+           launch.scalars[0].asFloat() == first.scalars[0].asFloat();
+  };
+  if (!joins(first))
+    return 1;
+  const size_t most =
+      first.kernel == "adamw" ? kUpdatedPerLaunch : kClippedPerLaunch;
+  size_t end = l + 1;
+  while (end < plan.launches.size() && end - l < most &&
+         !llvm::is_contained(phaseEnds, static_cast<int>(end)) &&
+         joins(plan.launches[end]))
+    ++end;
+  return end - l;
+}
+
+/// A run of optimizerRun() as one launch of the library's multi-tensor
+/// form: clipping's norm, its tensors, then max_norm and their counts;
+/// AdamW's tensors' buffers, then their scalars (the first tensor's lr and
+/// step bound, read for all).
+schedule::Launch mergedOptimizerLaunch(ArrayRef<schedule::Launch> run) {
+  schedule::Launch merged = run.front();
+  merged.buffers.clear();
+  merged.scalars.clear();
+  const bool adamw = run.front().kernel == "adamw";
+  if (!adamw) {
+    merged.buffers.push_back(run.front().buffers[0]);
+    merged.scalars.push_back(run.front().scalars[0]);
+  }
+  for (const schedule::Launch &launch : run) {
+    if (adamw) {
+      llvm::append_range(merged.buffers, launch.buffers);
+      llvm::append_range(merged.scalars, launch.scalars);
+      continue;
+    }
+    merged.buffers.push_back(launch.buffers[1]);
+    merged.scalars.push_back(launch.scalars[1]);
+  }
+  return merged;
+}
+
 FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
     MLIRContext &context, const llvm::SourceMgr &sourceMgr,
     const frontend::ModelGraph &model, const frontend::ResolvedPolicy *policy,
@@ -596,6 +663,19 @@ FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
       if (phaseEnds[p] == static_cast<int>(l))
         newEnds[p] = static_cast<int>(launches.size());
     firstLaunch.push_back(static_cast<int>(launches.size()));
+    // A run of clippings or small updates: one GPU launch, the first
+    // reference launch's (the others' are empty).
+    if (const size_t run = optimizerRun(*plan, l, phaseEnds); run > 1) {
+      if (failed(library.expand(
+              mergedOptimizerLaunch(
+                  ArrayRef(plan->launches).slice(l, run)),
+              *plan, loc, launches)))
+        return failure();
+      for (size_t more = 1; more < run; ++more)
+        firstLaunch.push_back(static_cast<int>(launches.size()));
+      l += run - 1;
+      continue;
+    }
     const schedule::Launch launch = plan->launches[l];
     auto found = byName.find(launch.kernel);
     LogicalResult expanded =

@@ -409,47 +409,84 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     return success();
   }
 
+  //--- Launches over several tensors (the global norm, clipping, AdamW) ---//
+  // Block b of such a launch works on the tensor whose range of blocks holds
+  // it: a chain of block-uniform branches, one per tensor (each block takes
+  // one), so the step pays one launch where it paid one per tensor.
+  // firstBlocks: where each tensor's blocks start (`elements` a block, at
+  // least one a tensor), then their end; count(t) is tensor t's elements.
+  auto firstBlocks = [&](size_t tensors, int64_t elements,
+                         function_ref<int64_t(size_t)> count) {
+    std::vector<int64_t> first{0};
+    for (size_t t = 0; t < tensors; ++t)
+      first.push_back(first.back() +
+                      ceilDiv(std::max<int64_t>(1, count(t)), elements));
+    return first;
+  };
   if (name == "adamw") {
     // The CPU's update (runtime/kernels/Optimizer.cpp), its bias
     // corrections computed in fp64 once per thread for kAdamWElements
-    // elements, kElementwiseThreads apart (each load coalesced).
-    const int64_t count = call.integer(0);
+    // elements, kElementwiseThreads apart (each load coalesced). One launch
+    // may update several tensors (the compiler merges a step's consecutive
+    // AdamW launches of small tensors): buffers (param, grad, m, v) of each,
+    // then each one's seven scalars (count, lr, beta1, beta2, eps, weight
+    // decay, step), in launch order — the learning rate and step, bound
+    // scalars the same for all, read from the first tensor's.
+    const size_t tensors = launch.buffers.size() / 4;
+    auto scalar = [&](size_t t, size_t j) { return 4 * tensors + 7 * t + j; };
     const int64_t perBlock = kElementwiseThreads * kAdamWElements;
-    std::array<int64_t, 3> grid{std::max<int64_t>(1, ceilDiv(count, perBlock)),
-                                1, 1};
+    std::vector<int64_t> firstBlock = firstBlocks(
+        tensors, perBlock,
+        [&](size_t t) { return call.integer(scalar(t, 0) - 4 * tensors); });
+    std::array<int64_t, 3> grid{firstBlock.back(), 1, 1};
     std::string symbol = function(
         "", registryArguments(context, call), grid, kElementwiseThreads,
         [&](Body &body) {
           QuantizationEmitter &e = body.e;
-          Value lr = body.arg(5), beta1 = body.arg(6), beta2 = body.arg(7),
-                eps = body.arg(8), decay = body.arg(9), step = body.arg(10);
-          Value one = body.cF64(1.0);
-          Value correction1 = body.toF32(
-              e.divf(one, e.subf(one, body.powF64(beta1, step))));
-          Value correction2 = body.toF32(
-              e.divf(one, e.subf(one, body.powF64(beta2, step))));
-          Value keep1 = body.toF32(beta1), take1 = body.toF32(e.subf(one, beta1));
-          Value keep2 = body.toF32(beta2), take2 = body.toF32(e.subf(one, beta2));
-          Value epsilon = body.toF32(eps), rate = body.toF32(lr),
-                weightDecay = body.toF32(decay);
-          Value first = e.addIndex(e.mulIndex(body.block(), e.cIndex(perBlock)),
-                                   body.thread());
-          for (int64_t k = 0; k < kAdamWElements; ++k) {
-            Value i = e.addIndex(first, e.cIndex(k * kElementwiseThreads));
-            body.ifThen(body.ult(i, e.cIndex(count)), [&] {
-              Value g = body.load(body.arg(1), i);
-              Value m = body.load(body.arg(2), i), v = body.load(body.arg(3), i);
-              Value mi = e.addf(e.mulf(keep1, m), e.mulf(take1, g));
-              Value vi = e.addf(e.mulf(keep2, v), e.mulf(e.mulf(take2, g), g));
-              Value mhat = e.mulf(mi, correction1),
-                    vhat = e.mulf(vi, correction2);
-              Value p = body.load(body.arg(0), i);
-              Value update =
-                  e.addf(e.divf(mhat, e.addf(body.sqrt(vhat), epsilon)),
-                         e.mulf(weightDecay, p));
-              body.store(e.subf(p, e.mulf(rate, update)), body.arg(0), i);
-              body.store(mi, body.arg(2), i);
-              body.store(vi, body.arg(3), i);
+          Value block = body.block();
+          Value lr = body.arg(scalar(0, 1)), step = body.arg(scalar(0, 6));
+          for (size_t t = 0; t < tensors; ++t) {
+            auto buffer = [&](unsigned j) { return body.arg(4 * t + j); };
+            body.ifThen(body.within(block, e.cIndex(firstBlock[t]),
+                                    e.cIndex(firstBlock[t + 1])),
+                        [&] {
+              const int64_t count = call.integer(scalar(t, 0) - 4 * tensors);
+              Value beta1 = body.arg(scalar(t, 2)), beta2 = body.arg(scalar(t, 3)),
+                    eps = body.arg(scalar(t, 4)), decay = body.arg(scalar(t, 5));
+              Value one = body.cF64(1.0);
+              Value correction1 = body.toF32(
+                  e.divf(one, e.subf(one, body.powF64(beta1, step))));
+              Value correction2 = body.toF32(
+                  e.divf(one, e.subf(one, body.powF64(beta2, step))));
+              Value keep1 = body.toF32(beta1),
+                    take1 = body.toF32(e.subf(one, beta1));
+              Value keep2 = body.toF32(beta2),
+                    take2 = body.toF32(e.subf(one, beta2));
+              Value epsilon = body.toF32(eps), rate = body.toF32(lr),
+                    weightDecay = body.toF32(decay);
+              Value first = e.addIndex(
+                  e.mulIndex(e.subIndex(block, e.cIndex(firstBlock[t])),
+                             e.cIndex(perBlock)),
+                  body.thread());
+              for (int64_t k = 0; k < kAdamWElements; ++k) {
+                Value i = e.addIndex(first, e.cIndex(k * kElementwiseThreads));
+                body.ifThen(body.ult(i, e.cIndex(count)), [&] {
+                  Value g = body.load(buffer(1), i);
+                  Value m = body.load(buffer(2), i), v = body.load(buffer(3), i);
+                  Value mi = e.addf(e.mulf(keep1, m), e.mulf(take1, g));
+                  Value vi =
+                      e.addf(e.mulf(keep2, v), e.mulf(e.mulf(take2, g), g));
+                  Value mhat = e.mulf(mi, correction1),
+                        vhat = e.mulf(vi, correction2);
+                  Value p = body.load(buffer(0), i);
+                  Value update =
+                      e.addf(e.divf(mhat, e.addf(body.sqrt(vhat), epsilon)),
+                             e.mulf(weightDecay, p));
+                  body.store(e.subf(p, e.mulf(rate, update)), buffer(0), i);
+                  body.store(mi, buffer(2), i);
+                  body.store(vi, buffer(3), i);
+                });
+              }
             });
           }
         });
@@ -1562,19 +1599,6 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
   }
 
   //--- The global norm and clipping: one launch for every tensor -----------//
-  // Block b of such a launch works on the tensor whose range of blocks holds
-  // it: a chain of block-uniform branches, one per tensor (each block takes
-  // one), so the step pays one launch where it paid one per tensor.
-  // firstBlocks: where each tensor's blocks start (`elements` a block, at
-  // least one a tensor), then their end; count(t) is tensor t's elements.
-  auto firstBlocks = [&](size_t tensors, int64_t elements,
-                         function_ref<int64_t(size_t)> count) {
-    std::vector<int64_t> first{0};
-    for (size_t t = 0; t < tensors; ++t)
-      first.push_back(first.back() +
-                      ceilDiv(std::max<int64_t>(1, count(t)), elements));
-    return first;
-  };
   if (name == "global_norm") {
     // Piece p of kNormPiece elements: its sum of squares in fp64 into
     // partials[p] (a piece never spans two tensors, as on the CPU); then
