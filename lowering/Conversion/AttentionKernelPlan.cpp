@@ -112,10 +112,13 @@ tetra::conversion::tileAttention(const AttentionMatrixTile &tile,
   // 1.57 -> 1.19 ms), within the chip's limit for packed tiles.
   //
   // At head_dim 64 the forward and dQ blocks also ask for two blocks a
-  // multiprocessor: ptxas then fits them in 128 registers a thread without
-  // spilling (160 and 154 unasked: one block, 8 warps, a multiprocessor
-  // idle two thirds of its cycles waiting on them — Nsight, H200); dK/dV
-  // would spill (230 registers unasked).
+  // multiprocessor: ptxas then fits them in 128 registers a thread (194 and
+  // 154 unasked: one block, 8 warps, a multiprocessor idle two thirds of
+  // its cycles waiting on them — Nsight, H200); dK/dV would spill (248
+  // registers unasked). With B staged in rows (loadsTransposedMatrices)
+  // the forward spills 72 bytes there, and is still faster than with an
+  // inner step of 32, which does not spill: 9.53 against 9.76 ms a step
+  // of 12 launches (H200, docs/benchmarks.md).
   if (packs) {
     const int64_t inner = pass == AttentionPass::QueryGradients ? 32 : 64;
     const int64_t blocks =

@@ -36,6 +36,8 @@ constexpr int64_t kNormRowsPerBlock = 8;
 constexpr int64_t kWeightGradientRows = 256;
 /// Elements per block of the global norm's sums of squares.
 constexpr int64_t kNormPiece = 65536;
+/// Elements per block of the clipping (64 a thread).
+constexpr int64_t kClipPiece = 16384;
 /// AdamW's elements a thread (its bias corrections computed once for them).
 constexpr int64_t kAdamWElements = 8;
 
@@ -1690,10 +1692,14 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
   if (name == "clip_by_global_norm") {
     // x *= max_norm / (norm + 1e-6) where that is below 1 (in fp64, then
     // rounded): a NaN norm leaves the tensors (the trainer stops first).
-    // Scalars: max_norm, then each tensor's count (constants here).
+    // Scalars: max_norm, then each tensor's count (constants here). A block
+    // clips a piece of kClipPiece elements of one tensor, its threads
+    // striding over it: which tensor is the block's is decided once a block
+    // (one block per 256 elements spent most of its time there: 8.3 ms for
+    // the 125M model's 111 tensors on the H200).
     const size_t tensors = launch.buffers.size() - 1;
-    std::vector<int64_t> firstBlock =
-        firstBlocks(tensors, kElementwiseThreads,
+    std::vector<int64_t> firstPiece =
+        firstBlocks(tensors, kClipPiece,
                     [&](size_t t) { return call.integer(t + 1); });
     Launch clip = launch;
     clip.scalars = {launch.scalars[0]};
@@ -1706,7 +1712,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           {fmt::format("buffer:{}", t + 1),
            flat(std::max<int64_t>(1, call.integer(t + 1)), f32)});
     arguments.push_back({"scalar:0", f64});
-    std::array<int64_t, 3> grid{firstBlock.back(), 1, 1};
+    std::array<int64_t, 3> grid{firstPiece.back(), 1, 1};
     std::string symbol = function(
         "", arguments, grid, kElementwiseThreads, [&](Body &body) {
           QuantizationEmitter &e = body.e;
@@ -1717,22 +1723,28 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           Value clips =
               e.cmpf(CmpFPredicate::OLT, factor, body.cF64(1.0));
           Value factor32 = body.toF32(factor);
-          for (size_t t = 0; t < tensors; ++t) {
-            Value i = e.addIndex(
-                e.mulIndex(e.subIndex(block, e.cIndex(firstBlock[t])),
-                           e.cIndex(kElementwiseThreads)),
-                body.thread());
-            Value mine = body.within(block, e.cIndex(firstBlock[t]),
-                                     e.cIndex(firstBlock[t + 1]));
-            body.ifThen(mine, [&] {
-              body.ifThen(
-                  e.bitAnd(clips, body.ult(i, e.cIndex(call.integer(t + 1)))),
-                  [&] {
-                    Value x = body.arg(t + 1);
-                    body.store(e.mulf(body.load(x, i), factor32), x, i);
-                  });
-            });
-          }
+          body.ifThen(clips, [&] {
+            for (size_t t = 0; t < tensors; ++t) {
+              Value mine = body.within(block, e.cIndex(firstPiece[t]),
+                                       e.cIndex(firstPiece[t + 1]));
+              body.ifThen(mine, [&] {
+                Value first = e.mulIndex(
+                    e.subIndex(block, e.cIndex(firstPiece[t])),
+                    e.cIndex(kClipPiece));
+                Value last = arith::MinUIOp::create(
+                    body.b, e.addIndex(first, e.cIndex(kClipPiece)),
+                    e.cIndex(call.integer(t + 1)));
+                Value x = body.arg(t + 1);
+                body.strided(e.addIndex(first, body.thread()), last,
+                             kElementwiseThreads, {},
+                             [&](Value i, ValueRange) {
+                               body.store(e.mulf(body.load(x, i), factor32),
+                                          x, i);
+                               return SmallVector<Value>{};
+                             });
+              });
+            }
+          });
         });
     add(symbol, grid, kElementwiseThreads, clip);
     return success();
