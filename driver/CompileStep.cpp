@@ -218,6 +218,7 @@ CompileOptions tetra::compileOptionsFor(const frontend::RunConfig &run) {
   options.weightDecay = run.weightDecay;
   options.clip = run.clip;
   options.schedule.accumulateGradients = run.accumulation > 1;
+  options.schedule.recompute = run.recompute;
   return options;
 }
 

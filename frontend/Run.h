@@ -11,6 +11,7 @@
 
 #include "driver/Target.h"
 #include "frontend/Diagnostics.h"
+#include "runtime/schedule/Recompute.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/SMLoc.h"
@@ -62,6 +63,8 @@ struct RunConfig {
   double weightDecay = 0.1;
   ScheduleConfig schedule;
   double clip = 1.0; ///< Global gradient-norm clip; 0 disables it.
+  /// What the backward recomputes instead of keeping from the forward.
+  schedule::Recompute recompute = schedule::Recompute::Cheap;
 
   uint64_t seed = 0;
   Target target = Target::Cpu;

@@ -444,6 +444,24 @@ std::optional<RunConfig> RunChecker::check() {
              config.clip = *clip;
          }
        }},
+      {"recompute", false,
+       [&](const RunSetting &s) {
+         const RunExpr &value = s.value;
+         std::optional<schedule::Recompute> mode;
+         if (value.kind == RunExpr::Kind::Identifier ||
+             value.kind == RunExpr::Kind::String)
+           mode = schedule::parseRecompute(value.text);
+         if (!mode) {
+           error(value,
+                 "recompute must be none, cheap or layers, got " +
+                     value.describe(),
+                 "cheap (the default): RMSNorms' and elementwise kernels' "
+                 "large outputs; layers: everything but the RMSNorms' "
+                 "inputs");
+           return;
+         }
+         config.recompute = *mode;
+       }},
       {"seed", false, integer("seed", 0, seed)},
       {"target", false,
        [&](const RunSetting &s) {

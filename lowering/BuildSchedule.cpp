@@ -834,7 +834,7 @@ FailureOr<schedule::Schedule> ScheduleBuilder::build() {
   if (failed(markOutputs()))
     return failure();
   finishPhases();
-  schedule::rematerializeCheapLaunches(result);
+  schedule::rematerialize(result, options.recompute);
   schedule::planMemory(result);
   if (io::Status valid = schedule::validate(result); !valid)
     return function.emitError() << "internal error: the schedule is invalid: "

@@ -30,6 +30,9 @@ struct ScheduleOptions {
   /// and AdamW read those. Without it (one micro-batch per step) gradients
   /// stay temporaries.
   bool accumulateGradients = false;
+  /// What the backward recomputes instead of keeping it from the forward
+  /// (a run's `recompute`; schedule::rematerialize).
+  schedule::Recompute recompute = schedule::Recompute::Cheap;
 };
 
 /// The schedule of `function`: all shapes must be static. Arguments with

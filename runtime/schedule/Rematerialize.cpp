@@ -1,10 +1,11 @@
-//===- Rematerialize.cpp - Recompute cheap activations in the backward ----===//
+//===- Rematerialize.cpp - Recompute activations in the backward ----------===//
 //
-// A forward launch whose large output is kept only for the backward, and
-// which is cheap to run again from inputs the backward keeps anyway, runs
+// A forward launch whose output is kept only for the backward, and which
+// can run again from inputs the backward keeps anyway (or recomputes), runs
 // again right before the output's first backward use instead: the output
-// then lives through the forward alone. The kernels are deterministic, so
-// the recomputed values are the same bits.
+// then lives through the forward alone. Which outputs: a run's `recompute`
+// (Recompute.h). The kernels are deterministic, so the recomputed values
+// are the same bits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,24 +23,28 @@ namespace {
 /// Outputs smaller than this stay: their bytes are not worth a launch.
 constexpr int64_t kRematerializeBytes = 1 << 20;
 
-/// Whether `launch` may run twice with the same result at a low cost: an
-/// RMSNorm, or a compiled elementwise kernel with no run-time scalars.
-/// Both write only buffers they are the first to use (fresh results: of
-/// the schedule's launches only AdamW and clipping write a buffer in
-/// place), so a copy that reads the same inputs computes the same values.
-bool cheapAndPure(const Launch &launch) {
-  if (launch.kernel == "rmsnorm.forward")
-    return true;
-  return launch.kernel.rfind("elementwise_", 0) == 0 && !launch.gemm &&
-         launch.boundScalars.empty();
+/// Whether `launch` may run twice with the same result: it takes no
+/// run-time scalar (the step, a stochastic-rounding seed, the learning
+/// rate), and like every forward launch it writes only buffers it is the
+/// first to use (of the schedule's launches only AdamW and clipping write
+/// a buffer in place), so a copy that reads the same inputs computes the
+/// same values.
+bool pure(const Launch &launch) { return launch.boundScalars.empty(); }
+
+/// Whether `launch` is also cheap to run twice: an RMSNorm, or a compiled
+/// elementwise kernel.
+bool cheap(const Launch &launch) {
+  return launch.kernel == "rmsnorm.forward" ||
+         (launch.kernel.rfind("elementwise_", 0) == 0 && !launch.gemm);
 }
 
 } // namespace
 
-int rematerializeCheapLaunches(Schedule &schedule) {
+int rematerialize(Schedule &schedule, Recompute mode) {
   const int forwardEnd = schedule.phases.forwardEnd;
   const int gradientsEnd = schedule.phases.gradientsEnd;
-  if (forwardEnd < 0 || gradientsEnd < 0 || forwardEnd >= gradientsEnd)
+  if (mode == Recompute::None || forwardEnd < 0 || gradientsEnd < 0 ||
+      forwardEnd >= gradientsEnd)
     return 0;
   std::vector<Launch> &launches = schedule.launches;
   const int count = static_cast<int>(launches.size());
@@ -68,49 +73,76 @@ int rematerializeCheapLaunches(Schedule &schedule) {
     return outputs;
   };
 
-  // The outputs to recompute: large, produced by a cheap forward launch,
-  // used in the backward and not after the gradients' end.
-  std::set<int> chosen;
+  // Layers: the residual stream — every RMSNorm's input — is checkpointed;
+  // what the forward computes before its last RMSNorm is recomputed from it.
+  // (What comes after, the final norm's output and the logits, the backward
+  // reads first: recomputing it would free nothing.)
+  std::set<int> checkpoints;
+  int layersEnd = 0;
+  if (mode == Recompute::Layers)
+    for (int l = 0; l < forwardEnd; ++l)
+      if (launches[l].kernel == "rmsnorm.forward") {
+        checkpoints.insert(launches[l].buffers[0]);
+        layersEnd = l;
+      }
+
+  // The outputs that may be recomputed, produced by a pure forward launch,
+  // never a checkpoint: large ones of a cheap launch, read in the backward;
+  // with Layers, any of a launch before the last norm — also those the
+  // backward does not read but a recomputed launch does (intermediates).
+  // None read after the gradients' end (kept anyway).
+  std::set<int> recomputable;
   for (int l = 0; l < forwardEnd; ++l) {
-    if (!cheapAndPure(launches[l]))
+    if (!pure(launches[l]))
       continue;
-    for (int b : outputsOf(l))
-      if (schedule.buffers[b].numElements() * 4 >= kRematerializeBytes &&
-          usedFrom(b, forwardEnd) && uses[b].back() < gradientsEnd)
-        chosen.insert(b);
+    for (int b : outputsOf(l)) {
+      const bool read = usedFrom(b, forwardEnd);
+      if (read && uses[b].back() >= gradientsEnd)
+        continue;
+      const bool large =
+          schedule.buffers[b].numElements() * 4 >= kRematerializeBytes;
+      if (!checkpoints.count(b) &&
+          ((cheap(launches[l]) && large && read) || l < layersEnd))
+        recomputable.insert(b);
+    }
   }
   // Every input of a recomputed launch must be there in the backward: kept
-  // anyway (used there, or not a temporary), or recomputed itself.
+  // anyway (read there, or not a temporary), or recomputed itself.
   for (bool changed = true; changed;) {
     changed = false;
-    for (auto it = chosen.begin(); it != chosen.end();) {
+    for (auto it = recomputable.begin(); it != recomputable.end();) {
       const Launch &launch = launches[producer[*it]];
       bool available = true;
       for (int b : launch.buffers)
-        if (temporary(b) && producer[b] != producer[*it] && !chosen.count(b) &&
-            !usedFrom(b, forwardEnd))
+        if (temporary(b) && producer[b] != producer[*it] &&
+            !recomputable.count(b) && !usedFrom(b, forwardEnd))
           available = false;
       if (available) {
         ++it;
       } else {
-        it = chosen.erase(it);
+        it = recomputable.erase(it);
         changed = true;
       }
     }
   }
+  // Those the backward reads: each recomputed before its first read there.
+  std::set<int> chosen;
+  for (int b : recomputable)
+    if (usedFrom(b, forwardEnd))
+      chosen.insert(b);
   if (chosen.empty())
     return 0;
 
   // Rebuild the list: before a backward launch that reads a chosen output,
-  // its producer again (its own chosen inputs first), writing fresh
+  // its producer again (its own recomputed inputs first), writing fresh
   // temporaries that the backward reads from then on.
   std::vector<Launch> rebuilt;
   rebuilt.reserve(count + chosen.size());
-  std::map<int, int> again; // chosen output -> its recomputed buffer
+  std::map<int, int> again; // recomputed output -> its fresh buffer
   int added = 0;
   std::function<void(int)> recompute = [&](int l) {
     for (int b : launches[l].buffers)
-      if (chosen.count(b) && producer[b] != l && !again.count(b))
+      if (recomputable.count(b) && producer[b] != l && !again.count(b))
         recompute(producer[b]);
     Launch copy = launches[l];
     for (int &b : copy.buffers) {
@@ -119,7 +151,7 @@ int rematerializeCheapLaunches(Schedule &schedule) {
         fresh.name += ".again";
         schedule.buffers.push_back(fresh);
         const int index = static_cast<int>(schedule.buffers.size()) - 1;
-        if (chosen.count(b))
+        if (recomputable.count(b))
           again[b] = index;
         b = index;
       } else if (auto found = again.find(b); found != again.end()) {

@@ -19,6 +19,7 @@
 #include "runtime/backend/KernelABI.h"
 #include "runtime/io/Error.h"
 #include "runtime/numerics/BlockQuantize.h"
+#include "runtime/schedule/Recompute.h"
 
 #include <cstdint>
 #include <optional>
@@ -155,18 +156,23 @@ struct Schedule {
 /// Greedy best fit, largest buffers first: deterministic.
 void planMemory(Schedule &schedule, int64_t alignment = 64);
 
-/// Recomputes cheap activations in the backward instead of keeping them
-/// from the forward: an output of 1 MiB or more of an RMSNorm or of a
-/// compiled elementwise kernel (no run-time scalars) in the loss phase,
-/// read in the gradients phase, whose launch's inputs the gradients phase
-/// keeps anyway (or recomputes too), is written again by a copy of its
-/// launch right before its first read there (a fresh temporary, "NAME.again";
-/// the backward reads that). The forward's output then dies with the
-/// forward, so the memory plan's peak (the backward's start) drops; the
-/// kernels are deterministic, so every value is the same. Returns the
-/// launches added (the gradients and update phases move by as many). Run
-/// before planMemory.
-int rematerializeCheapLaunches(Schedule &schedule);
+/// Recomputes activations in the backward instead of keeping them from the
+/// forward (`mode`, a run's `recompute`):
+///   - Cheap: an output of 1 MiB or more of an RMSNorm or of a compiled
+///     elementwise kernel (no run-time scalars) in the loss phase;
+///   - Layers: those, and every output of a launch before the forward's
+///     last RMSNorm (GEMMs, RoPE, attention: any launch that writes fresh
+///     temporaries and takes no run-time scalars) but the RMSNorms' inputs,
+///     the residual stream, which stay as checkpoints;
+/// read in the gradients phase and whose launch's inputs the gradients
+/// phase keeps anyway (or recomputes too). Each is written again by a copy
+/// of its launch right before its first read there (a fresh temporary,
+/// "NAME.again"; the backward reads that), its own recomputed inputs first.
+/// The forward's output then dies with the forward, so the memory plan's
+/// peak (the backward's start) drops; the kernels are deterministic, so
+/// every value is the same. Returns the launches added (the gradients and
+/// update phases move by as many). Run before planMemory.
+int rematerialize(Schedule &schedule, Recompute mode);
 
 /// Checks a schedule: buffer indices in range, shapes non-negative,
 /// temporaries planned inside the arena without live overlaps, and — when a

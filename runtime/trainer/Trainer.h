@@ -19,6 +19,7 @@
 #define TETRA_RUNTIME_TRAINER_TRAINER_H
 
 #include "runtime/backend/Backend.h"
+#include "runtime/backend/ThreadPool.h"
 #include "runtime/data/Packer.h"
 #include "runtime/distributed/Communicator.h"
 #include "runtime/schedule/Executor.h"
@@ -154,6 +155,15 @@ constexpr double kRoundedOperandTolerance = 1e-2;
 std::vector<int> shardMoments(const schedule::Schedule &step,
                               const std::vector<ParameterSpec> &parameters,
                               int ranks);
+
+/// The initial values of parameter `index` of a run seeded `seed`: Normal
+/// draws (Box-Muller over splitmix64, the generator seeded by the run's
+/// seed and the parameter's index, two draws an element, in element
+/// order), zeros or ones. Computed in chunks on `pool`'s threads, each
+/// chunk's generator started where its first element's draws start: the
+/// values of one thread drawing in order, whatever the threads.
+std::vector<float> initialValues(const ParameterSpec &spec, uint64_t seed,
+                                 size_t index, backend::ThreadPool &pool);
 
 class Trainer {
 public:

@@ -198,6 +198,8 @@ bool printSchedule(mlir::MLIRContext &context, mlir::ModuleOp module,
   // As `tetra train` builds it: a run with accumulation sums gradients.
   ScheduleOptions scheduleOptions;
   scheduleOptions.accumulateGradients = run && run->accumulation > 1;
+  if (run)
+    scheduleOptions.recompute = run->recompute;
   mlir::FailureOr<schedule::Schedule> plan =
       buildSchedule(step, scheduleOptions);
   if (mlir::failed(plan))

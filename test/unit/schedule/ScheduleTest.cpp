@@ -362,7 +362,7 @@ TEST(Rematerialize, RecomputesAnRMSNormForTheBackward) {
     return schedule;
   };
   Schedule kept = make(), recomputed = make();
-  EXPECT_EQ(rematerializeCheapLaunches(recomputed), 1);
+  EXPECT_EQ(rematerialize(recomputed, Recompute::Cheap), 1);
   planMemory(kept);
   planMemory(recomputed);
   ASSERT_EQ(recomputed.launches.size(), 6u);
@@ -426,7 +426,7 @@ TEST(Rematerialize, LeavesSmallOutputs) {
                  "norm"),
       makeLaunch("silu.forward", {2, 4}, {Scalar::integer(32)}, "backward")};
   schedule.phases = {1, 2, 2};
-  EXPECT_EQ(rematerializeCheapLaunches(schedule), 0);
+  EXPECT_EQ(rematerialize(schedule, Recompute::Cheap), 0);
   EXPECT_EQ(schedule.launches.size(), 2u);
 }
 

@@ -1,9 +1,11 @@
-//===- TrainerTest.cpp - What Trainer::create refuses ---------------------===//
+//===- TrainerTest.cpp - What Trainer::create refuses, and its helpers ----===//
 //
 // The trainer runs a schedule's phases, so it refuses a schedule that has
 // none, and a run of several micro-batches per step over a schedule that
 // does not sum gradients — each with a message, before any step runs. (The
 // training itself is tested end to end: CompiledStepTests, test/tools.)
+// ZeRO-1's dealing of moments, and the parameters' initial values drawn on
+// several threads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +13,8 @@
 #include "runtime/backend/CpuBackend.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 using namespace tetra;
 
@@ -145,6 +149,43 @@ TEST(ShardMoments, KeepsALaunchsParametersTogether) {
   std::vector<int> owner = trainer::shardMoments(
       updateStep(parameters, {{0, 2}, {1}, {2, 3}}), specs(parameters), 2);
   EXPECT_EQ(owner, (std::vector<int>{0, 1, 0, 0}));
+}
+
+/// A parameter of 3M elements (three chunks and a part) drawn on four
+/// threads: the values one thread drawing in order gives (splitmix64, two
+/// draws an element, Box-Muller), bit for bit; another index, others.
+TEST(InitialValues, ChunksOnThreadsDrawWhatOneThreadDraws) {
+  trainer::ParameterSpec spec;
+  spec.name = "w";
+  spec.shape = {3, (1 << 20) + 5};
+  spec.init = trainer::ParameterSpec::Init::Normal;
+  spec.std = 0.02;
+  const uint64_t seed = 7;
+  const size_t index = 3;
+  std::vector<float> expected(spec.numElements());
+  uint64_t state = seed * 0x100000001B3ull + index;
+  auto uniform = [&] {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (static_cast<double>(z >> 11) + 1.0) * 0x1.0p-53;
+  };
+  for (float &x : expected) {
+    double radius = std::sqrt(-2.0 * std::log(uniform()));
+    double angle = 2.0 * M_PI * uniform();
+    x = static_cast<float>(spec.std * radius * std::cos(angle));
+  }
+  backend::ThreadPool pool(4);
+  std::vector<float> values = trainer::initialValues(spec, seed, index, pool);
+  ASSERT_EQ(values.size(), expected.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    ASSERT_EQ(values[i], expected[i]) << i;
+  EXPECT_NE(trainer::initialValues(spec, seed, index + 1, pool), values);
+
+  spec.init = trainer::ParameterSpec::Init::Ones;
+  EXPECT_EQ(trainer::initialValues(spec, seed, index, pool),
+            std::vector<float>(spec.numElements(), 1.0f));
 }
 
 } // namespace
