@@ -276,7 +276,8 @@ std::vector<float> trainer::initialValues(const ParameterSpec &spec,
   pool.parallelFor(
       0, static_cast<int64_t>(values.size()), kGrain,
       [&](int64_t begin, int64_t end) {
-        uint64_t state = first + 2 * static_cast<uint64_t>(begin) * kSplitMixStep;
+        uint64_t state =
+            first + 2 * static_cast<uint64_t>(begin) * kSplitMixStep;
         for (int64_t i = begin; i < end; ++i) {
           switch (spec.init) {
           case ParameterSpec::Init::Zeros:

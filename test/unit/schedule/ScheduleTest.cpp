@@ -430,6 +430,76 @@ TEST(Rematerialize, LeavesSmallOutputs) {
   EXPECT_EQ(schedule.launches.size(), 2u);
 }
 
+/// recompute = layers on a two-norm forward: x -> rmsnorm -> y -> h -> r ->
+/// x2 (the next norm's input) -> rmsnorm -> y2 -> loss. The backward reads
+/// r, x2 and y2. x2 is a checkpoint (an RMSNorm's input): kept. r is
+/// recomputed right before its first backward read, after its inputs —
+/// y, and h, which the backward never reads (an intermediate); the last
+/// norm's output y2 is kept (what comes after the last norm is not
+/// recomputed). `cheap` recomputes nothing here (every buffer is small),
+/// nor does `none`.
+TEST(Rematerialize, LayersRecomputesFromTheNormsInputs) {
+  auto make = [] {
+    Schedule schedule;
+    schedule.name = "layers";
+    schedule.buffers = {bound("x", BufferRole::Input, {4, 8}), // 0
+                        bound("w", BufferRole::Parameter, {8}),
+                        temporary("y", {4, 8}),
+                        temporary("rstd", {4}),
+                        temporary("h", {4, 8}),
+                        temporary("r", {4, 8}), // 4, 5
+                        temporary("x2", {4, 8}),
+                        temporary("y2", {4, 8}),
+                        temporary("rstd2", {4}), // 8
+                        bound("loss", BufferRole::Output, {4, 8}),
+                        temporary("g1", {4, 8}),
+                        temporary("g2", {4, 8}), // 10, 11
+                        bound("grad", BufferRole::Output, {4, 8})};
+    const std::vector<Scalar> norm = {Scalar::integer(4), Scalar::integer(8),
+                                      Scalar::real(1e-5)};
+    const std::vector<Scalar> n = {Scalar::integer(32)};
+    schedule.launches = {
+        makeLaunch("rmsnorm.forward", {0, 1, 2, 3}, norm, "n1"),
+        makeLaunch("silu.forward", {2, 4}, n, "h"),
+        makeLaunch("silu.forward", {4, 5}, n, "r"),
+        makeLaunch("silu.forward", {5, 6}, n, "x2"),
+        makeLaunch("rmsnorm.forward", {6, 1, 7, 8}, norm, "n2"),
+        makeLaunch("silu.forward", {7, 9}, n, "loss"),
+        makeLaunch("silu.forward", {7, 10}, n, "reads y2"),
+        makeLaunch("silu.forward", {5, 11}, n, "reads r"),
+        makeLaunch("silu.forward", {6, 12}, n, "reads x2")};
+    schedule.phases = {/*forwardEnd=*/6, /*gradientsEnd=*/9,
+                       /*updateBegin=*/9};
+    return schedule;
+  };
+  for (Recompute mode : {Recompute::None, Recompute::Cheap}) {
+    Schedule kept = make();
+    EXPECT_EQ(rematerialize(kept, mode), 0) << recomputeName(mode);
+  }
+  Schedule schedule = make();
+  ASSERT_EQ(rematerialize(schedule, Recompute::Layers), 3);
+  const std::vector<Launch> &l = schedule.launches;
+  ASSERT_EQ(l.size(), 12u);
+  auto name = [&](int b) { return schedule.buffers[b].name; };
+  // Launches 0-6 as they were; then y, h and r again, in order.
+  EXPECT_EQ(l[6].origin, "reads y2");
+  EXPECT_EQ(l[6].buffers[0], 7); // y2 kept
+  EXPECT_EQ(l[7].kernel, "rmsnorm.forward");
+  EXPECT_EQ(l[7].buffers[0], 0);
+  EXPECT_EQ(name(l[7].buffers[2]), "y.again");
+  EXPECT_EQ(l[8].buffers[0], l[7].buffers[2]);
+  EXPECT_EQ(name(l[8].buffers[1]), "h.again");
+  EXPECT_EQ(l[9].buffers[0], l[8].buffers[1]);
+  EXPECT_EQ(name(l[9].buffers[1]), "r.again");
+  EXPECT_EQ(l[9].origin, "r (recomputed for the backward)");
+  EXPECT_EQ(l[10].origin, "reads r");
+  EXPECT_EQ(l[10].buffers[0], l[9].buffers[1]);
+  EXPECT_EQ(l[11].buffers[0], 6); // x2 kept: a checkpoint
+  EXPECT_EQ(schedule.phases.gradientsEnd, 12);
+  planMemory(schedule);
+  ASSERT_TRUE(static_cast<bool>(validate(schedule)));
+}
+
 /// A NaN in the input shows up first in rmsnorm's output: the checked run
 /// names that buffer, the launch and its origin; a plain run just runs.
 TEST(StepExecutor, CheckedRunNamesTheFirstNonFiniteLaunch) {
