@@ -1009,26 +1009,12 @@ public:
   SmallVector<Value> loadPackedA(QuantizationEmitter &e, Value memory,
                                  Value lane, Value row0, Value k0,
                                  int64_t stride) const override {
-    Value matrix = e.divIndex(lane, 8);
-    Value row = e.addIndex(
-        e.addIndex(row0, arith::RemUIOp::create(e.b, lane, e.cIndex(8))),
-        e.mulIndex(arith::RemUIOp::create(e.b, matrix, e.cIndex(2)),
-                   e.cIndex(8)));
-    Value k = e.addIndex(k0, e.mulIndex(e.divIndex(matrix, 2), e.cIndex(8)));
-    return ldmatrix(e, memory,
-                    e.addIndex(e.mulIndex(row, e.cIndex(stride)), k));
+    return ldmatrix(e, memory, x4Address(e, lane, row0, k0, stride, false));
   }
   SmallVector<Value> loadPackedB2(QuantizationEmitter &e, Value memory,
                                   Value lane, Value n0, Value k0,
                                   int64_t stride) const override {
-    Value matrix = e.divIndex(lane, 8);
-    Value n = e.addIndex(
-        e.addIndex(n0, arith::RemUIOp::create(e.b, lane, e.cIndex(8))),
-        e.mulIndex(e.divIndex(matrix, 2), e.cIndex(8)));
-    Value k = e.addIndex(
-        k0, e.mulIndex(arith::RemUIOp::create(e.b, matrix, e.cIndex(2)),
-                       e.cIndex(8)));
-    return ldmatrix(e, memory, e.addIndex(e.mulIndex(n, e.cIndex(stride)), k));
+    return ldmatrix(e, memory, x4Address(e, lane, n0, k0, stride, true));
   }
 
   /// ldmatrix.x4.trans: lane l gives the address of row l % 8 of 8 x 8
@@ -1040,14 +1026,30 @@ public:
                                             Value memory, Value lane, Value n0,
                                             Value k0,
                                             int64_t stride) const override {
-    Value matrix = e.divIndex(lane, 8);
-    Value k = e.addIndex(
-        e.addIndex(k0, arith::RemUIOp::create(e.b, lane, e.cIndex(8))),
-        e.mulIndex(arith::RemUIOp::create(e.b, matrix, e.cIndex(2)),
-                   e.cIndex(8)));
-    Value n = e.addIndex(n0, e.mulIndex(e.divIndex(matrix, 2), e.cIndex(8)));
-    return ldmatrix(e, memory, e.addIndex(e.mulIndex(k, e.cIndex(stride)), n),
+    return ldmatrix(e, memory, x4Address(e, lane, k0, n0, stride, false),
                     /*transposed=*/true);
+  }
+
+  /// The element lane `lane` addresses for ldmatrix.x4 in the 16 x 16
+  /// block at (row0, column0) of a tile with rows `stride` elements apart:
+  /// row lane % 8 of matrix m = lane / 8, the matrices at rows + 8 (m % 2)
+  /// and columns + 8 (m / 2) — or, `columnsFirst`, at columns + 8 (m % 2)
+  /// and rows + 8 (m / 2).
+  static Value x4Address(QuantizationEmitter &e, Value lane, Value row0,
+                         Value column0, int64_t stride, bool columnsFirst) {
+    Value matrix = e.divIndex(lane, 8);
+    auto offset = [&](bool second) { // 8 (m / 2), or 8 (m % 2)
+      return e.mulIndex(second ? e.divIndex(matrix, 2)
+                               : arith::RemUIOp::create(e.b, matrix,
+                                                        e.cIndex(2))
+                                     .getResult(),
+                        e.cIndex(8));
+    };
+    Value row = e.addIndex(
+        e.addIndex(row0, arith::RemUIOp::create(e.b, lane, e.cIndex(8))),
+        offset(columnsFirst));
+    Value column = e.addIndex(column0, offset(!columnsFirst));
+    return e.addIndex(e.mulIndex(row, e.cIndex(stride)), column);
   }
 
   /// BF16 values are TF32 values: one mma.sync, exact products.
