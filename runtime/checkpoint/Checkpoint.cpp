@@ -320,6 +320,27 @@ bool holdsCheckpoints(const std::string &directory) {
   return false;
 }
 
+Status checkRoomFor(const std::string &directory, uint64_t bytes) {
+  std::error_code error;
+  std::filesystem::path at = std::filesystem::absolute(directory, error);
+  while (!std::filesystem::exists(at, error) && at.has_parent_path() &&
+         at != at.parent_path())
+    at = at.parent_path();
+  std::filesystem::space_info space = std::filesystem::space(at, error);
+  if (error)
+    return Error(fmt::format("{}: cannot read its file system's free space: {}",
+                             at.string(), error.message()));
+  if (space.available >= bytes)
+    return io::success();
+  auto gb = [](uint64_t n) { return fmt::format("{:.1f} GB", n / 1e9); };
+  return Error(fmt::format(
+      "a checkpoint of this run takes {} (the parameters and both AdamW "
+      "moments in fp32) and the file system of '{}' has {} free: the run "
+      "would fail at its first checkpoint; free space or choose another "
+      "directory",
+      gb(bytes), directory, gb(space.available)));
+}
+
 Status removeCheckpoints(const std::string &directory) {
   std::error_code error;
   std::vector<std::filesystem::path> doomed;

@@ -115,6 +115,12 @@ io::Expected<std::string> latestCheckpoint(const std::string &directory);
 /// step_*.safetensors file.
 bool holdsCheckpoints(const std::string &directory);
 
+/// An error, before a run that would fail at its first checkpoint, when a
+/// checkpoint of `bytes` does not fit in the free space of `directory`'s
+/// file system (statvfs of it, or of its nearest existing parent: it need
+/// not exist yet), naming both sizes.
+io::Status checkRoomFor(const std::string &directory, uint64_t bytes);
+
 /// Removes the checkpoints of `directory` (its step_*.safetensors files and
 /// `latest`), leaving every other file.
 io::Status removeCheckpoints(const std::string &directory);

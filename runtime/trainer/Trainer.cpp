@@ -747,6 +747,16 @@ io::Status Trainer::resume(const std::string &directory) {
 }
 
 io::Expected<TrainingSummary> Trainer::train() {
+  // Llama 3.1-8B's checkpoints are 96 GB: refuse before the first step
+  // rather than fail after the run's first interval.
+  if (!config_.checkpointDir.empty()) {
+    uint64_t bytes = 0;
+    for (const ParameterSpec &spec : config_.parameters)
+      bytes += 3 * 4 * static_cast<uint64_t>(spec.numElements());
+    if (io::Status room = checkpoint::checkRoomFor(config_.checkpointDir, bytes);
+        !room)
+      return room.error();
+  }
   std::optional<MetricsWriter> metrics;
   if (!config_.metricsPath.empty()) {
     io::Expected<MetricsWriter> opened =

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -189,6 +191,20 @@ TEST(Checkpoint, FailedWriteKeepsThePrevious) {
   io::Expected<TrainingState> loaded = loadLatestCheckpoint(dir.path, &spec);
   ASSERT_TRUE(loaded.ok()) << loaded.error().message();
   expectSame(state, *loaded);
+}
+
+/// The free space of a directory not made yet is its nearest parent's: a
+/// byte fits; more than any disk holds is refused, with both sizes named.
+TEST(Checkpoint, RoomForACheckpointIsCheckedBeforeARun) {
+  TempDir dir;
+  const std::string inner = dir.path + "/not/made/yet";
+  EXPECT_TRUE(checkRoomFor(inner, 1).ok());
+  io::Status refused = checkRoomFor(inner, uint64_t{1} << 62);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(contains(refused.error().message(), "takes 4611686018.4 GB"))
+      << refused.error().message();
+  EXPECT_TRUE(contains(refused.error().message(), "GB free"));
+  EXPECT_FALSE(std::filesystem::exists(inner));
 }
 
 TEST(Checkpoint, CorruptFilesAreRefused) {
