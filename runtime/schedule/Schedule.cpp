@@ -134,6 +134,50 @@ int64_t Schedule::unplannedBytes() const {
   return total;
 }
 
+tetra::schedule::MemoryPeak
+tetra::schedule::memoryPeak(const Schedule &schedule) {
+  std::vector<std::pair<int, int>> life = lifetimes(schedule);
+  auto liveAt = [&](int l) {
+    std::vector<int> live;
+    for (size_t b = 0; b < schedule.buffers.size(); ++b)
+      if (schedule.buffers[b].role == BufferRole::Temporary &&
+          schedule.buffers[b].offset >= 0 && life[b].first >= 0 &&
+          life[b].first <= l && l <= life[b].second)
+        live.push_back(static_cast<int>(b));
+    return live;
+  };
+  // The union of the live buffers' byte ranges.
+  auto covered = [&](const std::vector<int> &live) {
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (int b : live)
+      ranges.push_back({schedule.buffers[b].offset,
+                        schedule.buffers[b].offset +
+                            schedule.buffers[b].bytes()});
+    std::sort(ranges.begin(), ranges.end());
+    int64_t total = 0, end = 0;
+    for (auto [begin, stop] : ranges) {
+      begin = std::max(begin, end);
+      if (stop > begin)
+        total += stop - begin;
+      end = std::max(end, stop);
+    }
+    return total;
+  };
+  MemoryPeak peak;
+  for (int l = 0; l < static_cast<int>(schedule.launches.size()); ++l) {
+    std::vector<int> live = liveAt(l);
+    if (int64_t bytes = covered(live); bytes > peak.bytes) {
+      peak.launch = l;
+      peak.bytes = bytes;
+      peak.live = std::move(live);
+    }
+  }
+  std::stable_sort(peak.live.begin(), peak.live.end(), [&](int a, int b) {
+    return schedule.buffers[a].bytes() > schedule.buffers[b].bytes();
+  });
+  return peak;
+}
+
 void tetra::schedule::planMemory(Schedule &schedule, int64_t alignment) {
   std::vector<std::pair<int, int>> life = lifetimes(schedule);
   const int count = static_cast<int>(schedule.buffers.size());

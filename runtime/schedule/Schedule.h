@@ -156,6 +156,17 @@ struct Schedule {
 /// Greedy best fit, largest buffers first: deterministic.
 void planMemory(Schedule &schedule, int64_t alignment = 64);
 
+/// Where a planned schedule's arena is fullest: the first launch at which
+/// the live temporaries (first to last use) cover the most arena bytes
+/// (buffers sharing bytes, an in-place pair, counted once), and those
+/// temporaries, largest first (`tetra emit --stage=schedule` prints it).
+struct MemoryPeak {
+  int launch = -1;
+  int64_t bytes = 0;
+  std::vector<int> live;
+};
+MemoryPeak memoryPeak(const Schedule &schedule);
+
 /// Recomputes activations in the backward instead of keeping them from the
 /// forward (`mode`, a run's `recompute`):
 ///   - Cheap: an output of 1 MiB or more of an RMSNorm or of a compiled

@@ -185,6 +185,33 @@ bool lowerQuantization(mlir::MLIRContext &context, mlir::ModuleOp module,
   return mlir::succeeded(pm.run(module));
 }
 
+/// "arena peak at launch N (kernel, origin): the largest live temporaries",
+/// the five largest, then how many more and their bytes.
+std::string memoryPeakLine(const schedule::Schedule &plan) {
+  schedule::MemoryPeak peak = schedule::memoryPeak(plan);
+  if (peak.launch < 0)
+    return "";
+  auto mib = [](int64_t bytes) {
+    return llvm::formatv("{0:F2} MiB", bytes / 1048576.0).str();
+  };
+  const schedule::Launch &launch = plan.launches[peak.launch];
+  std::string line = llvm::formatv("arena peak at launch {0} ({1}, {2}): ",
+                                   peak.launch, launch.kernel, launch.origin);
+  constexpr size_t kShown = 5;
+  int64_t rest = 0;
+  for (auto [i, b] : llvm::enumerate(peak.live)) {
+    if (i < kShown)
+      line += (i ? ", " : "") + plan.buffers[b].name + " " +
+              mib(plan.buffers[b].bytes());
+    else
+      rest += plan.buffers[b].bytes();
+  }
+  if (peak.live.size() > kShown)
+    line += llvm::formatv(", and {0} more: {1}", peak.live.size() - kShown,
+                          mib(rest));
+  return line + "\n";
+}
+
 /// `--stage=schedule`: @train_step as the runtime's flat list of launches
 /// over a planned arena; a summary with the memory plan, then one line per
 /// launch (or the JSON form with --json).
@@ -222,6 +249,7 @@ bool printSchedule(mlir::MLIRContext &context, mlir::ModuleOp module,
      << " (temporaries; " << mib(plan->unplannedBytes())
      << " without reuse) = peak " << mib(plan->boundBytes() + plan->arenaBytes)
      << "\n"
+     << memoryPeakLine(*plan)
      << "phases: loss [0, " << plan->forwardEnd() << "), gradients [0, "
      << plan->gradientsEnd() << ")"
      << (plan->accumulatesGradients() ? " summed over micro-batches" : "")
@@ -382,7 +410,9 @@ void tetra::driver::printEmitHelp() {
       "          kernels, with @train_step as the runtime runs it: one launch\n"
       "          per op (library kernels by name, compiled kernels by\n"
       "          symbol) over bound buffers and one arena; prints the memory\n"
-      "          plan and the launches (--json: the schedule's JSON form).\n"
+      "          plan, the launch where the arena peaks with the largest\n"
+      "          buffers live there, and the launches (--json: the\n"
+      "          schedule's JSON form); a run's `recompute` applies.\n"
       "          Needs static shapes: --bind batch and seq, or a run file\n"
       "\n"
       "OPTIONS\n"

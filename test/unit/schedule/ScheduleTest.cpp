@@ -500,6 +500,38 @@ TEST(Rematerialize, LayersRecomputesFromTheNormsInputs) {
   ASSERT_TRUE(static_cast<bool>(validate(schedule)));
 }
 
+/// a -> b -> c, then a read again: a lives throughout. Without sharing
+/// the arena is fullest at launch 2 (a, b, c); with c written over b in
+/// place (b dies there) launches 1 and 2 cover the same bytes, and the
+/// first is the peak. Largest first.
+TEST(MemoryPeak, FindsTheLaunchWhereTheArenaIsFullest) {
+  Schedule schedule;
+  schedule.buffers = {bound("x", BufferRole::Input, {64}),
+                      temporary("a", {64}), temporary("b", {256}),
+                      temporary("c", {64}),
+                      bound("out", BufferRole::Output, {64})};
+  const std::vector<Scalar> n = {Scalar::integer(64)};
+  schedule.launches = {makeLaunch("silu.forward", {0, 1}, n, "a"),
+                       makeLaunch("silu.forward", {1, 2}, n, "b"),
+                       makeLaunch("silu.forward", {2, 3}, n, "c"),
+                       makeLaunch("silu.forward", {1, 4}, n, "reads a")};
+  Schedule shared = schedule;
+  planMemory(schedule);
+  MemoryPeak peak = memoryPeak(schedule);
+  EXPECT_EQ(peak.launch, 2);
+  EXPECT_EQ(peak.bytes, (256 + 64 + 64) * 4);
+  EXPECT_EQ(peak.live, (std::vector<int>{2, 1, 3}));
+  EXPECT_EQ(peak.bytes, schedule.arenaBytes);
+
+  shared.launches[2].inPlace = {{1, 0}};
+  planMemory(shared);
+  peak = memoryPeak(shared);
+  EXPECT_EQ(peak.launch, 1);
+  EXPECT_EQ(peak.bytes, (256 + 64) * 4);
+  EXPECT_EQ(peak.live, (std::vector<int>{2, 1}));
+  EXPECT_EQ(peak.bytes, shared.arenaBytes);
+}
+
 /// A NaN in the input shows up first in rmsnorm's output: the checked run
 /// names that buffer, the launch and its origin; a plain run just runs.
 TEST(StepExecutor, CheckedRunNamesTheFirstNonFiniteLaunch) {
