@@ -185,15 +185,17 @@ bool lowerQuantization(mlir::MLIRContext &context, mlir::ModuleOp module,
   return mlir::succeeded(pm.run(module));
 }
 
+/// "12.50 MiB".
+std::string mib(int64_t bytes) {
+  return llvm::formatv("{0:F2} MiB", bytes / 1048576.0).str();
+}
+
 /// "arena peak at launch N (kernel, origin): the largest live temporaries",
 /// the five largest, then how many more and their bytes.
 std::string memoryPeakLine(const schedule::Schedule &plan) {
   schedule::MemoryPeak peak = schedule::memoryPeak(plan);
   if (peak.launch < 0)
     return "";
-  auto mib = [](int64_t bytes) {
-    return llvm::formatv("{0:F2} MiB", bytes / 1048576.0).str();
-  };
   const schedule::Launch &launch = plan.launches[peak.launch];
   std::string line = llvm::formatv("arena peak at launch {0} ({1}, {2}): ",
                                    peak.launch, launch.kernel, launch.origin);
@@ -238,9 +240,6 @@ bool printSchedule(mlir::MLIRContext &context, mlir::ModuleOp module,
   int compiled = 0;
   for (const schedule::Launch &launch : plan->launches)
     compiled += llvm::StringRef(launch.origin).starts_with("kernel ");
-  auto mib = [](int64_t bytes) {
-    return llvm::formatv("{0:F2} MiB", bytes / 1048576.0).str();
-  };
   os << "schedule " << plan->name << ": " << plan->launches.size()
      << " launches (" << plan->launches.size() - compiled << " library, "
      << compiled << " compiled), " << plan->buffers.size() << " buffers\n"
