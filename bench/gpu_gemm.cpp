@@ -227,6 +227,9 @@ int main(int argc, char **argv) {
         const io::JsonValue &operand = computes.get(name);
         const int64_t rows = side == 0 ? m : n;
         const bool bf16 = operand.get("kind").asString() == "bf16";
+        // An MN-major operand's codes keep its own layout, [k][rows].
+        const bool mnMajor =
+            operand.get("scratch_layout").asString() == "mn_major";
         mxfp4 &= operand.get("kind").asString() == "mx" &&
                  operand.get("format").asString() == "e2m1";
         std::vector<uint8_t> codes(rows * k * (bf16 ? 2 : 1));
@@ -253,8 +256,9 @@ int main(int argc, char **argv) {
           for (int64_t i = 0; i < k; ++i) {
             float value;
             if (bf16) {
-              uint32_t bits = uint32_t(codes[2 * (r * k + i)]) |
-                              uint32_t(codes[2 * (r * k + i) + 1]) << 8;
+              const int64_t at = mnMajor ? i * rows + r : r * k + i;
+              uint32_t bits = uint32_t(codes[2 * at]) |
+                              uint32_t(codes[2 * at + 1]) << 8;
               bits <<= 16;
               std::memcpy(&value, &bits, 4);
             } else {

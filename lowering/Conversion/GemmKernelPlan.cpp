@@ -410,8 +410,10 @@ DictionaryAttr GemmKernelLowering::describe(Builder &b) {
       b.getNamedAttr("staged_bytes",
                      b.getI64IntegerAttr(stagedBuffers() * stageBytes())),
       b.getNamedAttr("staged_buffers", b.getI64IntegerAttr(stagedBuffers())),
-      b.getNamedAttr("staging", b.getStringAttr(copyStaged() ? "async_copy"
-                                                             : "registers")),
+      b.getNamedAttr("staging",
+                     b.getStringAttr(specializesWarps() ? "warp_specialized"
+                                     : copyStaged()     ? "async_copy"
+                                                        : "registers")),
       b.getNamedAttr("pitch", b.getDenseI64ArrayAttr(
                                   {tiling.pitch[0], tiling.pitch[1]})),
       b.getNamedAttr("instruction", b.getStringAttr(instruction())),
@@ -1389,6 +1391,17 @@ struct OperandStaging {
 
 } // namespace
 
+/// What buildSpecializedGemm takes over from buildGemm.
+struct GemmKernelLowering::SpecializedGemm {
+  QuantizationEmitter &e;
+  OperandStaging (&staging)[2];
+  StagedStep &step;
+  Value thread;
+  Value out, addend; ///< The result (or partial tiles), the addend or null.
+  std::function<std::array<Value, 2>(Value)> tileAt; ///< (row, col) of a tile
+  int64_t steps;     ///< Steps of K a tile (its split's share).
+};
+
 void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
                                    bool plusAddend) {
   MLIRContext *context = kernel.getContext();
@@ -1437,7 +1450,10 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
       (kernel.getKernelName() + "__gemm" +
        (plusAddend ? kPlusAddendSuffix : ""))
           .str(),
-      arguments, {n / tiling.blockN, m / tiling.blockM, splitK},
+      arguments,
+      specializesWarps()
+          ? SmallVector<int64_t>{specializedBlocks(), 1, 1}
+          : SmallVector<int64_t>{n / tiling.blockN, m / tiling.blockM, splitK},
       {threads, 1, 1});
   if (plusAddend)
     markAddendVariant(func);
@@ -1465,11 +1481,13 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
   // blocks resident at once share their rows of the lhs and their columns
   // of the rhs in L2 (a 14336 x 4096 rhs of 8B's MLP does not fit L2 in
   // row order; docs/benchmarks.md, variant 12).
-  Value tileOf[2] = {gpu::BlockIdOp::create(b, gpu::Dimension::y),
-                     gpu::BlockIdOp::create(b, gpu::Dimension::x)};
-  if (n * k * rhs.elementBytes() > kL2Budget) {
-    const int64_t tilesM = m / tiling.blockM, tilesN = n / tiling.blockN;
-    Value linear = e.addIndex(e.mulIndex(tileOf[0], e.cIndex(tilesN)), tileOf[1]);
+  // (A persistent launch, specializesWarps(), takes the same order over the
+  // linear index of its tiles, one after the other.)
+  const int64_t tilesM = m / tiling.blockM, tilesN = n / tiling.blockN;
+  auto tileAt = [&](Value linear) -> std::array<Value, 2> {
+    if (n * k * rhs.elementBytes() <= kL2Budget)
+      return {arith::DivUIOp::create(b, linear, e.cIndex(tilesN)),
+              arith::RemUIOp::create(b, linear, e.cIndex(tilesN))};
     Value perGroup = e.cIndex(kTileGroup * tilesN);
     Value group = arith::DivUIOp::create(b, linear, perGroup);
     Value firstRow = e.mulIndex(group, e.cIndex(kTileGroup));
@@ -1477,9 +1495,14 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
         b, arith::SubIOp::create(b, e.cIndex(tilesM), firstRow),
         e.cIndex(kTileGroup));
     Value inGroup = arith::RemUIOp::create(b, linear, perGroup);
-    tileOf[0] = e.addIndex(firstRow, arith::RemUIOp::create(b, inGroup, rows));
-    tileOf[1] = arith::DivUIOp::create(b, inGroup, rows);
-  }
+    return {e.addIndex(firstRow, arith::RemUIOp::create(b, inGroup, rows)),
+            arith::DivUIOp::create(b, inGroup, rows)};
+  };
+  std::array<Value, 2> tileOf = {gpu::BlockIdOp::create(b, gpu::Dimension::y),
+                                 gpu::BlockIdOp::create(b, gpu::Dimension::x)};
+  if (n * k * rhs.elementBytes() > kL2Budget)
+    tileOf = tileAt(
+        e.addIndex(e.mulIndex(tileOf[0], e.cIndex(tilesN)), tileOf[1]));
   // The block's share of K: steps firstStep .. firstStep + steps - 1.
   const int64_t steps = k / tiling.stepK / splitK;
   Value split = gpu::BlockIdOp::create(b, gpu::Dimension::z);
@@ -1536,6 +1559,12 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
       e.cIndex(GemmTiling::warpN));
   step.lhsTensorScale = tensorScales[0];
   step.rhsTensorScale = tensorScales[1];
+  if (specializesWarps()) {
+    SpecializedGemm gemm{e, staging, step, thread, out, addend, tileAt, steps};
+    buildSpecializedGemm(gemm);
+    gpu::ReturnOp::create(b);
+    return;
+  }
 
   // The tile's reference codes (from the fold launches): the fold
   // references (foldsScales) of row r of the lhs tile at word refsAt + r,
@@ -1850,6 +1879,175 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
               /*exact=*/true, pairExact);
   }
   gpu::ReturnOp::create(b);
+}
+
+void GemmKernelLowering::buildSpecializedGemm(SpecializedGemm &gemm) {
+  QuantizationEmitter &e = gemm.e;
+  ImplicitLocOpBuilder &b = e.b;
+  StagedStep &step = gemm.step;
+  const int64_t buffers = stagedBuffers(), steps = gemm.steps;
+  const int64_t consumers = tiling.threads - kProducerThreads;
+  const int64_t tiles = (m / tiling.blockM) * (n / tiling.blockN);
+  const int64_t blocks = specializedBlocks();
+  // Shared memory: the staged buffers, the staged results, then buffer i's
+  // `full` barrier at fullAt + 8i and its `empty` one at emptyAt + 8i.
+  const int64_t resultsAt = buffers * stageBytes() + referenceBytes();
+  const int64_t fullAt = resultsAt + resultsBytes(),
+                emptyAt = fullAt + 8 * buffers;
+  auto barrierOf = [&](int64_t base, Value g) {
+    return e.addIndex(
+        e.cIndex(base),
+        e.mulIndex(arith::RemUIOp::create(b, g, e.cIndex(buffers)),
+                   e.cIndex(8)));
+  };
+  // Phase parity of global step g's use of its buffer (its (g / B)-th).
+  auto parityOf = [&](Value g, bool flipped) {
+    Value parity = arith::IndexCastUIOp::create(
+        b, e.i32(),
+        arith::RemUIOp::create(b, e.divIndex(g, buffers), e.cIndex(2)));
+    return flipped ? e.bitXor(parity, e.c32(1)) : parity;
+  };
+  auto stageOf = [&](Value g) {
+    return e.mulIndex(arith::RemUIOp::create(b, g, e.cIndex(buffers)),
+                      e.cIndex(stageBytes()));
+  };
+  Value thread = gemm.thread;
+  auto ifThen = [&](Value condition, function_ref<void()> body) {
+    auto guard = scf::IfOp::create(b, condition, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard insertion(b);
+    b.setInsertionPointToStart(&guard.getThenRegion().front());
+    body();
+  };
+  ifThen(e.cmp(CmpIPredicate::eq, thread, e.cIndex(0)), [&] {
+    for (int64_t i = 0; i < buffers; ++i) {
+      initBarrier(e, step.bytes, fullAt + 8 * i, kProducerThreads);
+      initBarrier(e, step.bytes, emptyAt + 8 * i, consumers);
+    }
+  });
+  stepBarrier(e, arith::ConstantIntOp::create(b, 1, 1));
+
+  // The block's work items: tiles (and K splits) blockIdx.x, + blocks, ...
+  // Item w is split w / tiles of tile w % tiles; its first step of K and
+  // its tile's origin, for each side.
+  Value first = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value items = e.divIndex(
+      e.addIndex(e.cIndex(tiles * tiling.splitK + blocks - 1),
+                 arith::SubIOp::create(b, e.cIndex(0), first)),
+      blocks);
+  struct Item {
+    Value split, origin[2];
+  };
+  auto itemAt = [&](Value i) {
+    Value w = e.addIndex(first, e.mulIndex(i, e.cIndex(blocks)));
+    Item item;
+    item.split = e.divIndex(w, tiles);
+    std::array<Value, 2> tile =
+        gemm.tileAt(arith::RemUIOp::create(b, w, e.cIndex(tiles)));
+    for (int side = 0; side < 2; ++side)
+      item.origin[side] = e.mulIndex(tile[side], e.cIndex(gemm.staging[side].rows));
+    return item;
+  };
+  Value isConsumer = e.cmp(CmpIPredicate::ult, thread, e.cIndex(consumers));
+  auto roles = scf::IfOp::create(b, isConsumer, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard insertion(b);
+
+  // Producers: every step of every item, each buffer refilled once its
+  // consumers are done with it (the first use of each needs no wait: the
+  // parity before a fresh barrier's first phase counts as completed).
+  b.setInsertionPointToStart(&roles.getElseRegion().front());
+  {
+    Value producer = arith::SubIOp::create(b, thread, e.cIndex(consumers));
+    for (OperandStaging &o : gemm.staging)
+      o.threads = kProducerThreads;
+    e.loop(e.cIndex(0), items, [&](Value i) {
+      Item item = itemAt(i);
+      for (int side = 0; side < 2; ++side) {
+        gemm.staging[side].origin = item.origin[side];
+        gemm.staging[side].firstStep = e.mulIndex(item.split, e.cIndex(steps));
+      }
+      e.loop(e.cIndex(0), e.cIndex(steps), [&](Value s) {
+        Value g = e.addIndex(e.mulIndex(i, e.cIndex(steps)), s);
+        waitOn(e, step.bytes, barrierOf(emptyAt, g), parityOf(g, true));
+        Value stageAt = stageOf(g);
+        for (int side = 0; side < 2; ++side) {
+          OperandStaging &o = gemm.staging[side];
+          for (int64_t q = 0; q < o.vectorsPerThread(); ++q)
+            o.inside(e, producer, q, o.vectorsPerStep(), [&] {
+              auto [r, kk] = o.vectorAt(e, producer, q);
+              copyAsync(e, step.bytes, stagedByte(e, stageAt, side, r, kk),
+                        o.codes, o.wordOf(e, producer, s, q));
+            });
+        }
+        arriveOnCopies(e, step.bytes, barrierOf(fullAt, g));
+      });
+    });
+    waitCopies(e, 0);
+  }
+
+  // Consumers: each item's steps as they land, the buffer of the step
+  // before released once its matrix instructions finished (the chip's
+  // accumulateStep leaves one step's in flight); then the tile's results
+  // into shared memory and out by asynchronous row copies, thread r < blockM
+  // copying row r. Before the results are staged, the last tile's copies
+  // must have read them.
+  b.setInsertionPointToStart(&roles.getThenRegion().front());
+  {
+    Value isCopier = e.cmp(CmpIPredicate::ult, thread, e.cIndex(tiling.blockM));
+    Value results = e.addIndex(e.cIndex(resultsAt),
+                               e.mulIndex(thread, e.cIndex(resultPitch())));
+    e.loop(e.cIndex(0), items, [&](Value i) {
+      Item item = itemAt(i);
+      SmallVector<Value> acc = e.loop(
+          e.cIndex(0), e.cIndex(steps), initialAccumulators(e),
+          [&](Value s, ValueRange carried) -> SmallVector<Value> {
+            Value g = e.addIndex(e.mulIndex(i, e.cIndex(steps)), s);
+            waitOn(e, step.bytes, barrierOf(fullAt, g), parityOf(g, false));
+            fenceStagedStores(e);
+            step.stageAt = stageOf(g);
+            step.moderateScales = nullptr;
+            step.folded = step.exact = false;
+            SmallVector<Value> next = accumulateStep(e, step, carried);
+            ifThen(e.cmp(CmpIPredicate::ugt, g, e.cIndex(0)), [&] {
+              arriveOn(e, step.bytes,
+                       barrierOf(emptyAt, arith::SubIOp::create(b, g, e.cIndex(1))));
+            });
+            return next;
+          });
+      step.stageAt = nullptr;
+      Value partial = e.mulIndex(item.split, e.cIndex(m * n));
+      ifThen(isCopier, [&] { waitStores(e, /*readOnly=*/true); });
+      groupBarrier(e, 1, consumers);
+      storeAccumulators(e, step, acc, [&](Value value, Value row, Value col) {
+        if (gemm.addend) {
+          Value at = e.addIndex(
+              e.mulIndex(e.addIndex(item.origin[0], row), e.cIndex(n)),
+              e.addIndex(item.origin[1], col));
+          value = e.addf(value, memref::LoadOp::create(b, gemm.addend,
+                                                       ValueRange{at}));
+        }
+        Value byte = e.addIndex(
+            e.addIndex(e.cIndex(resultsAt),
+                       e.mulIndex(row, e.cIndex(resultPitch()))),
+            e.mulIndex(col, e.cIndex(4)));
+        memref::StoreOp::create(
+            b, e.bitcast(value, e.i32()), step.words,
+            ValueRange{e.divIndex(byte, 4)});
+      });
+      fenceStagedStores(e);
+      groupBarrier(e, 1, consumers);
+      ifThen(isCopier, [&] {
+        Value element = e.addIndex(
+            partial,
+            e.addIndex(e.mulIndex(e.addIndex(item.origin[0], thread),
+                                  e.cIndex(n)),
+                       item.origin[1]));
+        storeAsync(e, gemm.out, e.mulIndex(element, e.cIndex(4)), step.bytes,
+                   results, tiling.blockN * 4);
+        commitStores(e);
+      });
+    });
+    ifThen(isCopier, [&] { waitStores(e, /*readOnly=*/false); });
+  }
 }
 
 void GemmKernelLowering::buildSplitSum(OpBuilder &moduleBuilder,

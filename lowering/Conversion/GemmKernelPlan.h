@@ -323,6 +323,47 @@ protected:
   /// Six buffers were measured slower for MXFP4 on the H200 than four
   /// (docs/benchmarks.md, variant 11a); bf16's 128 x 256 tiles fit four.
   static constexpr int64_t kCopyStages = 4;
+  /// Whether the GEMM launch is persistent and warp-specialized (sm_90a's
+  /// BF16 wgmma; buildSpecializedGemm): a block a multiprocessor walks the
+  /// tiles (and K splits) launch order would give it, its last
+  /// kProducerThreads threads (a warpgroup) copying step after step into the
+  /// kCopyStages staged buffers — across tile boundaries, ahead of the
+  /// matrix instructions by as many buffers as are free — while the
+  /// others compute. No block-wide barrier in the K loop: each buffer has
+  /// a `full` barrier (its producers' copies landed) and an `empty` one
+  /// (every consumer's matrix instructions on it finished), each waited
+  /// on by phase parity. A tile's results go through shared memory (rows
+  /// of blockN fp32 padded by 16 bytes) and leave by asynchronous row
+  /// copies, so the next tile's K loop starts while they drain.
+  virtual bool specializesWarps() const { return false; }
+  static constexpr int64_t kProducerThreads = 128;
+  /// The specialized launch's synchronization (only where
+  /// specializesWarps()): a barrier object at byte `at` of the block's
+  /// shared memory `bytes` (memref<? x i8, workgroup>) initialized for
+  /// `count` arrivals; an arrival once the thread's earlier async copies
+  /// have landed (without counting them: each producer arrives once); a
+  /// plain arrival; a wait for the phase of parity `parity` (i32, 0 or 1)
+  /// to complete; and a barrier of the block's first `threads` threads,
+  /// numbered `id` (not 0: the block's).
+  virtual void initBarrier(QuantizationEmitter &e, mlir::Value bytes,
+                           int64_t at, int64_t count) {}
+  virtual void arriveOnCopies(QuantizationEmitter &e, mlir::Value bytes,
+                              mlir::Value at) {}
+  virtual void arriveOn(QuantizationEmitter &e, mlir::Value bytes,
+                        mlir::Value at) {}
+  virtual void waitOn(QuantizationEmitter &e, mlir::Value bytes,
+                      mlir::Value at, mlir::Value parity) {}
+  virtual void groupBarrier(QuantizationEmitter &e, int64_t id,
+                            int64_t threads) {}
+  /// An asynchronous copy of `size` bytes from byte `from` of shared memory
+  /// `bytes` to byte `to` (index) of the global buffer `global`; its
+  /// thread's copies so far closed as a group; a wait until the thread's
+  /// groups have read their shared memory (readOnly) or completed.
+  virtual void storeAsync(QuantizationEmitter &e, mlir::Value global,
+                          mlir::Value to, mlir::Value bytes, mlir::Value from,
+                          int64_t size) {}
+  virtual void commitStores(QuantizationEmitter &e) {}
+  virtual void waitStores(QuantizationEmitter &e, bool readOnly) {}
   /// Tile rows a group of consecutively launched blocks walks down before
   /// the next tile column (the launch's grouped tile order), and the rhs
   /// size past which the launch takes that order: measured on the H200
@@ -437,6 +478,15 @@ private:
   void buildFold(mlir::OpBuilder &moduleBuilder, const OperandPlan &operand);
   /// The GEMM launch; `plusAddend`: its kPlusAddendSuffix variant.
   void buildGemm(mlir::OpBuilder &moduleBuilder, bool plusAddend = false);
+  /// Its persistent, warp-specialized form (specializesWarps()): the
+  /// launch's body from the point where buildGemm has its operands.
+  struct SpecializedGemm;
+  void buildSpecializedGemm(SpecializedGemm &gemm);
+  /// The specialized launch's blocks: one a multiprocessor, or one a tile.
+  int64_t specializedBlocks() const {
+    return std::min((m / tiling.blockM) * (n / tiling.blockN) * tiling.splitK,
+                    multiprocessors());
+  }
   /// The launch adding a split GEMM's partial tiles (tiling.splitK > 1);
   /// `plusAddend`: its kPlusAddendSuffix variant.
   void buildSplitSum(mlir::OpBuilder &moduleBuilder, bool plusAddend = false);
@@ -478,10 +528,22 @@ private:
     return ((foldsScales() ? 1 : 0) + (sumsExactly() ? 1 : 0)) * 4 *
            (tiling.blockM + tiling.blockN);
   }
-  /// The launch's shared memory: the staged buffers, then the i32
-  /// reference codes of the tile's rows and columns.
+  /// The specialized launch's results staged in shared memory: blockM rows
+  /// of blockN fp32, each padded by 16 bytes (two wavefronts a warp's
+  /// store of its fragment), and each staged buffer's two barriers.
+  int64_t resultPitch() const { return tiling.blockN * 4 + 16; }
+  int64_t resultsBytes() const {
+    return specializesWarps() ? tiling.blockM * resultPitch() : 0;
+  }
+  int64_t barriersBytes() const {
+    return specializesWarps() ? 2 * 8 * stagedBuffers() : 0;
+  }
+  /// The launch's shared memory: the staged buffers, the i32 reference
+  /// codes of the tile's rows and columns, then (specializesWarps()) the
+  /// staged results and the barriers.
   int64_t sharedBytes() const {
-    return stagedBuffers() * stageBytes() + referenceBytes();
+    return stagedBuffers() * stageBytes() + referenceBytes() + resultsBytes() +
+           barriersBytes();
   }
   int64_t scalesPerStep(const OperandPlan &operand, int64_t rows) const {
     return operand.scaled() ? rows * (tiling.stepK / operand.block()) : 0;

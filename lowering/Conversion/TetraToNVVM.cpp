@@ -138,9 +138,9 @@ private:
   int64_t groupN() const {
     return tiling.blockN >= 256 ? 256 : tiling.blockN >= 128 ? 128 : 64;
   }
-  int64_t widestTileN() const override {
-    return lhs.kind == OperandKind::BF16 && blockTile == 128 ? 256 : blockTile;
-  }
+  /// (The specialized launch's results staged in shared memory would not
+  /// fit beside four staged buffers of 128 x 256: bf16 takes 128 x 128.)
+  int64_t widestTileN() const override { return blockTile; }
   int64_t tilesM() const { return wgmma() ? 1 : 2; }
   int64_t tilesN() const { return wgmma() ? groupN() / 8 : 4; }
   StagedLayout stagedLayout() const override { return StagedLayout::Swizzled; }
@@ -161,7 +161,55 @@ private:
   int64_t blockThreads() const override {
     if (!wgmma())
       return GemmKernelLowering::blockThreads();
-    return (tiling.blockM / 64) * (tiling.blockN / groupN()) * 128;
+    return (tiling.blockM / 64) * (tiling.blockN / groupN()) * 128 +
+           (specializesWarps() ? kProducerThreads : 0);
+  }
+  /// bf16 on wgmma: persistent and warp-specialized, its steps copied by
+  /// cp.async into buffers guarded by mbarriers, its results out by
+  /// cp.async.bulk row copies (buildSpecializedGemm). The producers are
+  /// the block's last warpgroup (384 threads: ptxas gives each at most 168
+  /// registers; 128 producers hold few copy addresses each, and no kernel
+  /// of the 125M step spills).
+  bool specializesWarps() const override { return chainsSteps(); }
+  Value sharedPointer(QuantizationEmitter &e, Value bytes, Value at) {
+    return pointerInto(e, bytes, at, 3);
+  }
+  void initBarrier(QuantizationEmitter &e, Value bytes, int64_t at,
+                   int64_t count) override {
+    NVVM::MBarrierInitOp::create(e.b, sharedPointer(e, bytes, e.cIndex(at)),
+                                 e.c32(count), /*predicate=*/Value());
+  }
+  void arriveOnCopies(QuantizationEmitter &e, Value bytes, Value at) override {
+    NVVM::CpAsyncMBarrierArriveOp::create(e.b, sharedPointer(e, bytes, at),
+                                          /*noinc=*/true);
+  }
+  void arriveOn(QuantizationEmitter &e, Value bytes, Value at) override {
+    NVVM::MBarrierArriveOp::create(e.b, TypeRange{}, sharedPointer(e, bytes, at),
+                                   /*count=*/Value());
+  }
+  void waitOn(QuantizationEmitter &e, Value bytes, Value at,
+              Value parity) override {
+    NVVM::MBarrierTryWaitParityOp::create(e.b, sharedPointer(e, bytes, at),
+                                          parity, e.c32(0x989680));
+  }
+  void groupBarrier(QuantizationEmitter &e, int64_t id,
+                    int64_t threads) override {
+    NVVM::BarrierOp::create(e.b, TypeRange{}, e.c32(id), e.c32(threads),
+                            /*reductionOp=*/nullptr,
+                            /*reductionPredicate=*/Value());
+  }
+  void storeAsync(QuantizationEmitter &e, Value global, Value to, Value bytes,
+                  Value from, int64_t size) override {
+    NVVM::CpAsyncBulkSharedCTAToGlobalOp::create(
+        e.b, pointerInto(e, global, to, 1), sharedPointer(e, bytes, from),
+        e.c32(size), /*l2CacheHint=*/Value(), /*byteMask=*/Value());
+  }
+  void commitStores(QuantizationEmitter &e) override {
+    NVVM::CpAsyncBulkCommitGroupOp::create(e.b);
+  }
+  void waitStores(QuantizationEmitter &e, bool readOnly) override {
+    NVVM::CpAsyncBulkWaitGroupOp::create(
+        e.b, 0, readOnly ? e.b.getUnitAttr() : UnitAttr());
   }
   Value stepBarrier(QuantizationEmitter &e, Value predicate) override {
     Value all = NVVM::BarrierOp::create(

@@ -89,7 +89,9 @@ func.func @wgrad(%dy: tensor<128x64xf32>, %x: tensor<128x32xf32>) -> tensor<64x3
 // each for its own multiprocessors — 132 on an H200: 4 splits (100 blocks,
 // one wave); 256 compute units on an MI355X: 8 (200 blocks) — each block
 // writing its partial tile, a second launch adding them in split order
-// (a thread per four results: 640 x 640 / 4 / 128 = 800 blocks).
+// (a thread per four results: 640 x 640 / 4 / 128 = 800 blocks). sm_90a's
+// launch is persistent (warp-specialized): its 100 blocks walk the 100
+// (tile, split) pairs, so its grid is one-dimensional.
 // PLAN-LABEL: gpu.module @wo_wgrad
 // PLAN-SAME: block_tile = array<i64: 128, 128>
 // AMD-SAME: split_k = 8 : i64
@@ -99,7 +101,7 @@ func.func @wgrad(%dy: tensor<128x64xf32>, %x: tensor<128x32xf32>) -> tensor<64x3
 // PLAN: gpu.func @wo_wgrad__gemm
 // PLAN-SAME: "scratch:partials"]
 // AMD-SAME: grid = array<i64: 5, 5, 8>
-// NV-SAME: grid = array<i64: 5, 5, 4>
+// NV-SAME: grid = array<i64: 100, 1, 1>
 // PLAN: gpu.func @wo_wgrad__sum
 // PLAN-SAME: arguments = ["scratch:partials", "result:0"], block = array<i64: 128, 1, 1>, grid = array<i64: 800, 1, 1>
 // AMD-COUNT-7: arith.addf {{.*}} : vector<4xf32>
@@ -145,10 +147,11 @@ func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 // same steps (64, one chunk of all K) on both; gfx950 accumulates in
 // v_mfma_f32_32x32x16_bf16 (four waves of 32 x 32) on steps staged through
 // registers, sm_90a in wgmma.m64n64k16 (one warpgroup) on steps copied by
-// cp.async through four staged buffers.
+// cp.async through four staged buffers by 64 more threads (warp-specialized:
+// tetra-to-nvvm.mlir checks its structure).
 // PLAN-LABEL: gpu.module @lm_head_dgrad
 // AMD-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_f32_32x32x16_bf16", pitch = array<i64: 144, 144>, split_k = 1 : i64, staged_buffers = 2 : i64, staged_bytes = 36864 : i64, staging = "registers", step_k = 64 : i64, sums_exactly = false, threads = 256 : i64}
-// NV-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16", pitch = array<i64: 128, 128>, split_k = 1 : i64, staged_buffers = 4 : i64, staged_bytes = 65536 : i64, staging = "async_copy", step_k = 64 : i64, sums_exactly = false, threads = 128 : i64}
+// NV-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16", pitch = array<i64: 128, 128>, split_k = 1 : i64, staged_buffers = 4 : i64, staged_bytes = 65536 : i64, staging = "warp_specialized", step_k = 64 : i64, sums_exactly = false, threads = 192 : i64}
 // PLAN: gpu.func @lm_head_dgrad__lhs(%{{.*}}: memref<8192xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<4096xi32>
 // PLAN: gpu.func @lm_head_dgrad__rhs(%{{.*}}: memref<8192xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<4096xi32>
 // PLAN: gpu.func @lm_head_dgrad__gemm

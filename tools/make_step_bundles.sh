@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The step bundles tools/gpu_step.sh runs on the GPU machine, compiled here
+# into build/step-bundles/ (sm_90a): the tiny Llama under POLICIES (default
+# bf16 fp4_all_hadamard; names in models/policies/), the 125M model's
+# head_dim at a small shape for the kernel checks, and the 125M benchmark
+# shape (bench/train_125m_h200.tetra) under BENCH_POLICIES (default
+# bf16_attention_bf16 fp4_all_hadamard_attention_bf16; bench/policies/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=build/step-bundles
+rm -rf "$out" && mkdir -p "$out"
+compile() { build/bin/tetra compile --target=sm_90a "$@" > /dev/null; }
+for policy in ${POLICIES:-bf16 fp4_all_hadamard}; do
+  compile models/runs/tiny_c4_h200.tetra "models/policies/$policy.tetra" \
+    -o "$out/tiny-$policy.tbundle"
+done
+for policy in ${BENCH_POLICIES:-bf16_attention_bf16 fp4_all_hadamard_attention_bf16}; do
+  compile bench/check_125m_h200.tetra "bench/policies/$policy.tetra" \
+    -o "$out/check125m-$policy.tbundle"
+  compile bench/train_125m_h200.tetra "bench/policies/$policy.tetra" \
+    -o "$out/125m-$policy.tbundle"
+done
+du -sh "$out"/*
