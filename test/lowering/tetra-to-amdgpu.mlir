@@ -147,11 +147,11 @@ func.func @fprop(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 // same steps (64, one chunk of all K) on both; gfx950 accumulates in
 // v_mfma_f32_32x32x16_bf16 (four waves of 32 x 32) on steps staged through
 // registers, sm_90a in wgmma.m64n64k16 (one warpgroup) on steps copied by
-// cp.async through four staged buffers by 64 more threads (warp-specialized:
-// tetra-to-nvvm.mlir checks its structure).
+// cp.async through four staged buffers by a second warpgroup
+// (warp-specialized: tetra-to-nvvm.mlir checks its structure).
 // PLAN-LABEL: gpu.module @lm_head_dgrad
 // AMD-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 32, 32>, instruction = "v_mfma_f32_32x32x16_bf16", pitch = array<i64: 144, 144>, split_k = 1 : i64, staged_buffers = 2 : i64, staged_bytes = 36864 : i64, staging = "registers", step_k = 64 : i64, sums_exactly = false, threads = 256 : i64}
-// NV-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16", pitch = array<i64: 128, 128>, split_k = 1 : i64, staged_buffers = 4 : i64, staged_bytes = 65536 : i64, staging = "warp_specialized", step_k = 64 : i64, sums_exactly = false, threads = 192 : i64}
+// NV-SAME: plan = {block_tile = array<i64: 64, 64>, chunk = 128 : i64, folds_scales = false, group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16", pitch = array<i64: 128, 128>, split_k = 1 : i64, staged_buffers = 4 : i64, staged_bytes = 65536 : i64, staging = "warp_specialized", step_k = 64 : i64, sums_exactly = false, threads = 256 : i64}
 // PLAN: gpu.func @lm_head_dgrad__lhs(%{{.*}}: memref<8192xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<4096xi32>
 // PLAN: gpu.func @lm_head_dgrad__rhs(%{{.*}}: memref<8192xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<4096xi32>
 // PLAN: gpu.func @lm_head_dgrad__gemm

@@ -191,8 +191,8 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // A BF16 Wgrad of a 640 x 640 weight over 8192 tokens (K long): its
 // largest tiles (128 x 128) are 25, far from the H200's 132
 // multiprocessors, each summing all of K, so the plan splits K across 4
-// blocks a tile (100 blocks of two warpgroups, wgmma.m64n128k16, and 64
-// producer threads), each writing its partial tile (tetra-to-amdgpu.mlir
+// blocks a tile (100 blocks of two warpgroups on wgmma.m64n128k16 and a
+// producer warpgroup), each writing its partial tile (tetra-to-amdgpu.mlir
 // checks the launch adding them).
 // Both operands are reduced along their rows (K = tokens), and wgmma reads
 // BF16 tiles MN-major: their scratch keeps the inputs' own layout
@@ -207,7 +207,7 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // CHECK-SAME: lhs = {axis = 0 : i64, block = 0 : i64, format = "bf16", input = 0 : i64, kind = "bf16", rotation = {kind = "none"}, rounding = "nearest_even", rule = "none", scale = "none", scratch_encoding = "code", scratch_layout = "mn_major"
 // CHECK-SAME: plan = {block_tile = array<i64: 128, 128>, chunk = 8192 : i64, folds_scales = false, group_tile = array<i64: 64, 128>, instruction = "wgmma.m64n128k16.f32.bf16.bf16"
 // CHECK-SAME: split_k = 4 : i64
-// CHECK-SAME: threads = 320 : i64
+// CHECK-SAME: threads = 384 : i64
 // CHECK-SAME: rhs = {axis = 0 : i64, block = 0 : i64, format = "bf16", input = 1 : i64, kind = "bf16", rotation = {kind = "none"}, rounding = "nearest_even", rule = "none", scale = "none", scratch_encoding = "code", scratch_layout = "mn_major"
 // CHECK: gpu.func @wo_wgrad__lhs(%{{.*}}: memref<5242880xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<2621440xi32> {llvm.align = 16 : i64}
 // CHECK-SAME: grid = array<i64: 5120, 1, 1>
@@ -216,7 +216,7 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
 // CHECK: gpu.func @wo_wgrad__rhs
 // CHECK-SAME: grid = array<i64: 5120, 1, 1>
 // CHECK: gpu.func @wo_wgrad__gemm
-// CHECK-SAME: block = array<i64: 320, 1, 1>, grid = array<i64: 100, 1, 1>
+// CHECK-SAME: block = array<i64: 384, 1, 1>, grid = array<i64: 100, 1, 1>
 // CHECK: arith.constant 4611686293338849280 : i64
 // CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
 // CHECK: gpu.func @wo_wgrad__sum
@@ -449,20 +449,20 @@ func.func @wgmma(%x: tensor<128x128xf32>, %w: tensor<128x128xf32>) -> tensor<128
 // BF16 on a 64 x 64 tile: one warpgroup, wgmma.m64n64k16 accumulating all
 // of K (the contract's G = K) in the tensor cores' fp32, in a persistent,
 // warp-specialized launch (staging = "warp_specialized"): the warpgroup
-// (threads 0-127) computes, the last 64 threads copy; one block for the
-// one tile (grid 1, 128 + 64 threads). Shared memory: four staged buffers
+// (threads 0-127) computes, the last warpgroup copies; one block for the
+// one tile (grid 1, 128 + 128 threads). Shared memory: four staged buffers
 // of 16384 bytes, the result tile (64 rows of 64 fp32 + 16 bytes of
 // padding = 16,640 bytes), then eight barriers (83,008 bytes in all).
-// Thread 0 initializes each buffer's `full` barrier for the 64 producers
+// Thread 0 initializes each buffer's `full` barrier for the 128 producers
 // and its `empty` one for the 128 consumers, then one block barrier.
 // CHECK-LABEL: gpu.module @head_fprop
 // CHECK-SAME: group_tile = array<i64: 64, 64>, instruction = "wgmma.m64n64k16.f32.bf16.bf16"
 // CHECK-SAME: staged_buffers = 4 : i64, staged_bytes = 65536 : i64, staging = "warp_specialized"
-// CHECK-SAME: threads = 192 : i64
+// CHECK-SAME: threads = 256 : i64
 // CHECK: gpu.func @head_fprop__gemm
 // CHECK-SAME: workgroup(%{{.*}} : memref<83008xi8, #gpu.address_space<workgroup>>
-// CHECK-SAME: block = array<i64: 192, 1, 1>, grid = array<i64: 1, 1, 1>
-// CHECK-COUNT-4: nvvm.mbarrier.init %{{.*}}, %c64_i32{{.*}} : !llvm.ptr<3>, i32
+// CHECK-SAME: block = array<i64: 256, 1, 1>, grid = array<i64: 1, 1, 1>
+// CHECK-COUNT-8: nvvm.mbarrier.init %{{.*}}, %c128_i32{{.*}} : !llvm.ptr<3>, i32
 // CHECK: nvvm.barrier #nvvm.reduction<and>
 // The consumers (thread < 128): per tile, per step, the wait for the
 // step's `full` phase, the proxy fence (cp.async's stores before wgmma's
@@ -499,14 +499,14 @@ func.func @wgmma(%x: tensor<128x128xf32>, %w: tensor<128x128xf32>) -> tensor<128
 // CHECK-NOT: {read}
 // The producers: for each step, the wait for its buffer's `empty` phase
 // (the opposite parity: a fresh barrier's first wait passes), its copies
-// (2 x 64 rows of 128 bytes = 1024 copies of 16 bytes, 16 a thread), and
+// (2 x 64 rows of 128 bytes = 1024 copies of 16 bytes, 8 a thread), and
 // one arrival on its `full` barrier once they have landed (noinc: each
 // producer counts once).
 // CHECK: } else {
 // CHECK: scf.for
 // CHECK: scf.for
 // CHECK: nvvm.mbarrier.try_wait.parity
-// CHECK-COUNT-16: nvvm.cp.async.shared.global
+// CHECK-COUNT-8: nvvm.cp.async.shared.global
 // CHECK-NOT: nvvm.cp.async.shared.global
 // CHECK: nvvm.cp.async.mbarrier.arrive %{{.*}} {noinc = true} : !llvm.ptr<3>
 // CHECK-NOT: math.fma
