@@ -24,7 +24,7 @@
 // MMA launch on the shapes it was timed on: 256 sampled results (the
 // corners among them) against tetra.scaled_matmul's contract
 // (numerics::contractSum) on the scratch codes and scales the prologue
-// wrote — bit for bit for MXFP4 x MXFP4, within the contract's bound
+// wrote (an MN-major operand's read in its own [K][M or N] layout) — bit for bit for MXFP4 x MXFP4, within the contract's bound
 // otherwise; a mismatch fails the benchmark.
 //
 //===----------------------------------------------------------------------===//

@@ -138,9 +138,9 @@ private:
   int64_t groupN() const {
     return tiling.blockN >= 256 ? 256 : tiling.blockN >= 128 ? 128 : 64;
   }
-  /// (The specialized launch's results staged in shared memory would not
-  /// fit beside four staged buffers of 128 x 256: bf16 takes 128 x 128.)
-  int64_t widestTileN() const override { return blockTile; }
+  int64_t widestTileN() const override {
+    return lhs.kind == OperandKind::BF16 && blockTile == 128 ? 256 : blockTile;
+  }
   int64_t tilesM() const { return wgmma() ? 1 : 2; }
   int64_t tilesN() const { return wgmma() ? groupN() / 8 : 4; }
   StagedLayout stagedLayout() const override { return StagedLayout::Swizzled; }
@@ -170,7 +170,14 @@ private:
   /// the block's last warpgroup (384 threads: ptxas gives each at most 168
   /// registers; 128 producers hold few copy addresses each, and no kernel
   /// of the 125M step spills).
-  bool specializesWarps() const override { return chainsSteps(); }
+  /// Tiles 256 wide keep the launch above (a block a tile, one barrier a
+  /// step): their staged results would not fit beside four buffers of
+  /// 48 KB, and on the H200 they were faster unspecialized (125M's 32768 x
+  /// 1792 x 640: 0.176 against 0.180 ms as 128 x 128; Llama 8B's BF16
+  /// GEMMs 688-740 against 628-691 TFLOP/s; docs/benchmarks.md).
+  bool specializesWarps() const override {
+    return chainsSteps() && tiling.blockN <= 128;
+  }
   Value sharedPointer(QuantizationEmitter &e, Value bytes, Value at) {
     return pointerInto(e, bytes, at, 3);
   }

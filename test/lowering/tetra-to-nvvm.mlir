@@ -446,6 +446,55 @@ func.func @wgmma(%x: tensor<128x128xf32>, %w: tensor<128x128xf32>) -> tensor<128
 
 // -----
 
+// Which BF16 GEMMs take the warp-specialized launch: tiles up to 128 wide.
+// A 1792-wide result takes 128 x 256 tiles (one warpgroup per 64 x 256, a
+// block a tile, one barrier a step: measured faster than the specialized
+// 128 x 128 on the H200) where those tiles fill the chip without a split
+// of K — an Fprop over 8192 tokens: 64 x 7 = 448 tiles. A Wgrad of the
+// same weight over 8192 tokens would be 35 such tiles for 132
+// multiprocessors: it takes 128 x 128 instead (70 tiles), split 4 ways,
+// specialized — its 280 (tile, split) pairs walked by 132 blocks.
+// CHECK-LABEL: gpu.module @down_wgrad
+// CHECK-SAME: plan = {block_tile = array<i64: 128, 128>
+// CHECK-SAME: split_k = 4 : i64
+// CHECK-SAME: staging = "warp_specialized"
+// CHECK: gpu.func @down_wgrad__gemm
+// CHECK-SAME: block = array<i64: 384, 1, 1>, grid = array<i64: 132, 1, 1>
+// CHECK-LABEL: gpu.module @gate_fprop
+// CHECK-SAME: plan = {block_tile = array<i64: 128, 256>
+// CHECK-SAME: instruction = "wgmma.m64n256k16.f32.bf16.bf16"
+// CHECK-SAME: staging = "async_copy"
+// CHECK: gpu.func @gate_fprop__gemm
+// CHECK-SAME: block = array<i64: 256, 1, 1>, grid = array<i64: 7, 64, 1>
+// CHECK-NOT: nvvm.mbarrier
+#bfs = #tetra.quant<bf16>
+func.func @down_wgrad(%dy: tensor<8192x640xf32>, %h: tensor<8192x1792xf32>) -> tensor<640x1792xf32> {
+  %dw = tetra.kernel "down_wgrad" (%a = %dy, %b = %h) : (tensor<8192x640xf32>, tensor<8192x1792xf32>) -> tensor<640x1792xf32> {
+    %at = arith.truncf %a : tensor<8192x640xf32> to tensor<8192x640xbf16>
+    %ae = arith.extf %at : tensor<8192x640xbf16> to tensor<8192x640xf32>
+    %bt = arith.truncf %b : tensor<8192x1792xf32> to tensor<8192x1792xbf16>
+    %be = arith.extf %bt : tensor<8192x1792xbf16> to tensor<8192x1792xf32>
+    %c = tetra.scaled_matmul (%ae as #bfs), (%be as #bfs) transpose_lhs role wgrad : (tensor<8192x640xf32>, tensor<8192x1792xf32>) -> tensor<640x1792xf32>
+    tetra.yield %c : tensor<640x1792xf32>
+  }
+  return %dw : tensor<640x1792xf32>
+}
+
+#bft = #tetra.quant<bf16>
+func.func @gate_fprop(%x: tensor<8192x640xf32>, %w: tensor<1792x640xf32>) -> tensor<8192x1792xf32> {
+  %y = tetra.kernel "gate_fprop" (%a = %x, %b = %w) : (tensor<8192x640xf32>, tensor<1792x640xf32>) -> tensor<8192x1792xf32> {
+    %at = arith.truncf %a : tensor<8192x640xf32> to tensor<8192x640xbf16>
+    %ae = arith.extf %at : tensor<8192x640xbf16> to tensor<8192x640xf32>
+    %bt = arith.truncf %b : tensor<1792x640xf32> to tensor<1792x640xbf16>
+    %be = arith.extf %bt : tensor<1792x640xbf16> to tensor<1792x640xf32>
+    %c = tetra.scaled_matmul (%ae as #bft), (%be as #bft) transpose_rhs role fprop : (tensor<8192x640xf32>, tensor<1792x640xf32>) -> tensor<8192x1792xf32>
+    tetra.yield %c : tensor<8192x1792xf32>
+  }
+  return %y : tensor<8192x1792xf32>
+}
+
+// -----
+
 // BF16 on a 64 x 64 tile: one warpgroup, wgmma.m64n64k16 accumulating all
 // of K (the contract's G = K) in the tensor cores' fp32, in a persistent,
 // warp-specialized launch (staging = "warp_specialized"): the warpgroup
