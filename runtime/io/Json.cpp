@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
+#include <fstream>
 
 namespace tetra::io {
 
@@ -716,6 +717,28 @@ std::string writeJson(const JsonValue &value) {
   std::string out;
   appendJson(out, value);
   return out;
+}
+
+Status forEachJsonLine(
+    const std::string &path,
+    const std::function<Status(int line, const JsonValue &object)> &visit) {
+  std::ifstream in(path);
+  if (!in)
+    return Error("cannot read '" + path + "'");
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    Expected<JsonValue> value = parseJson(line);
+    if (!value || !value->isObject())
+      return Error(fmt::format("{}:{}: not a JSON object{}", path, number,
+                               (value ? "" : ": " + value.error().message())));
+    if (Status visited = visit(number, *value); !visited)
+      return visited;
+  }
+  return success();
 }
 
 } // namespace tetra::io

@@ -19,6 +19,7 @@
 #include "runtime/io/Error.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -120,6 +121,14 @@ struct JsonParseOptions {
 /// (columns count bytes) and the 0-based byte offset.
 Expected<JsonValue> parseJson(std::string_view text,
                               const JsonParseOptions &options = {});
+
+/// Each non-blank line of a JSON-lines file (metrics.jsonl), in order, as
+/// `visit(lineNumber, object)` (lines from 1). A line that is not a JSON
+/// object is an error naming FILE:LINE; so is the file not being readable;
+/// the first error `visit` returns stops the reading and is returned.
+Status forEachJsonLine(
+    const std::string &path,
+    const std::function<Status(int line, const JsonValue &object)> &visit);
 
 /// Serializes `value` compactly (no whitespace). Integers are written
 /// exactly, other numbers in the shortest form that reads back to the same

@@ -107,6 +107,8 @@ io::Status MetricsWriter::write(const StepRecord &record) {
   io::appendJsonString(line, run_);
   field("step");
   io::appendJsonInteger(line, record.step);
+  field("tokens");
+  io::appendJsonInteger(line, record.tokens);
   field("loss");
   io::appendJsonNumber(line, record.loss);
   field("lr");

@@ -29,6 +29,10 @@ namespace tetra::trainer {
 
 struct StepRecord {
   int64_t step = 0;
+  /// Tokens trained on through this step (step x the tokens of a step:
+  /// micro-batches x batch x sequence x ranks), the x axis on which
+  /// policies are compared (tetra compare).
+  int64_t tokens = 0;
   double loss = 0;
   double lr = 0;
   double gradNorm = 0;

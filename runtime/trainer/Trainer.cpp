@@ -795,6 +795,7 @@ io::Expected<TrainingSummary> Trainer::train() {
             .count();
     StepRecord record;
     record.step = step;
+    record.tokens = tokensPerStep * step;
     record.loss = outcome->loss;
     record.lr = lr;
     record.gradNorm = outcome->gradNorm;

@@ -57,6 +57,10 @@ void printTokenizeHelp();
 int plotMain(const std::vector<std::string_view> &args);
 void printPlotHelp();
 
+/// tools/tetra/CompareCommand.cpp
+int compareMain(const std::vector<std::string_view> &args);
+void printCompareHelp();
+
 /// tools/tetra/TrainCommand.cpp
 int trainMain(const std::vector<std::string_view> &args);
 void printTrainHelp();

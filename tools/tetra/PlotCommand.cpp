@@ -79,37 +79,30 @@ const io::JsonValue *findMetric(const io::JsonValue &line,
 io::Expected<std::vector<plot::Series>> readRun(const std::string &path,
                                                 const std::string &metric,
                                                 const std::string &x) {
-  std::ifstream in(path);
-  if (!in)
-    return io::Error("cannot read '" + path + "'");
   plot::Series train, eval;
   train.name = defaultName(path);
   eval.dashed = true;
-  std::string line;
-  int number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.find_first_not_of(" \t\r") == std::string::npos)
-      continue;
-    io::Expected<io::JsonValue> value = io::parseJson(line);
-    if (!value || !value->isObject())
-      return io::Error(
-          fmt::format("{}:{}: not a JSON object{}", path, number,
-                      (value ? "" : ": " + value.error().message())));
-    const io::JsonValue *step = value->find("step");
-    if (!step || !step->isNumber())
-      return io::Error(fmt::format("{}:{}: no numeric \"step\"", path, number));
-    if (const io::JsonValue *run = value->find("run"); run && run->isString())
-      train.name = run->asString();
-    const io::JsonValue *at = findMetric(*value, x);
-    if (!at || !at->isNumber())
-      continue;
-    if (const io::JsonValue *y = findMetric(*value, metric); y && y->isNumber())
-      train.points.push_back({at->asDouble(), y->asDouble()});
-    if (const io::JsonValue *y = value->find("eval_" + metric);
-        y && y->isNumber())
-      eval.points.push_back({at->asDouble(), y->asDouble()});
-  }
+  io::Status read = io::forEachJsonLine(
+      path, [&](int number, const io::JsonValue &value) -> io::Status {
+        const io::JsonValue *step = value.find("step");
+        if (!step || !step->isNumber())
+          return io::Error(
+              fmt::format("{}:{}: no numeric \"step\"", path, number));
+        if (const io::JsonValue *run = value.find("run"); run && run->isString())
+          train.name = run->asString();
+        const io::JsonValue *at = findMetric(value, x);
+        if (!at || !at->isNumber())
+          return io::success();
+        if (const io::JsonValue *y = findMetric(value, metric);
+            y && y->isNumber())
+          train.points.push_back({at->asDouble(), y->asDouble()});
+        if (const io::JsonValue *y = value.find("eval_" + metric);
+            y && y->isNumber())
+          eval.points.push_back({at->asDouble(), y->asDouble()});
+        return io::success();
+      });
+  if (!read)
+    return read.error();
   if (train.points.empty() && eval.points.empty())
     return io::Error(path + ": no \"" + metric + "\"" +
                      (x == "step" ? "" : " with \"" + x + "\"") +

@@ -1,0 +1,361 @@
+//===- CompareCommand.cpp - tetra compare: token overheads of runs --------===//
+//
+// `tetra compare RUN... [--baseline NAME]`: the study's measure of a
+// precision policy — how many more tokens it needs than the baseline to
+// reach the same loss. Each RUN is a metrics file or a run folder holding
+// metrics.jsonl (a folder without one: each of its subfolders that has
+// one, as `tetra-run --seed N` writes them); runs whose names differ only
+// by a trailing "/seed=N" are seeds of one policy. For each policy: its
+// seeds, its final (smoothed) loss as mean ± standard deviation over the
+// seeds, the tokens at which the smoothed loss first reaches the target
+// (interpolated between logged steps), and that against the baseline's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/tetra/Commands.h"
+
+#include "runtime/io/Json.h"
+#include "runtime/plot/LineChart.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <dirent.h>
+#include <fmt/format.h>
+#include <map>
+#include <optional>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+using namespace tetra;
+
+namespace {
+
+int usageError(const std::string &message) {
+  fmt::print(stderr, "tetra compare: error: {} (see 'tetra compare --help')\n",
+             message);
+  return 2;
+}
+
+int inputError(const std::string &message) {
+  fmt::print(stderr, "tetra compare: error: {}\n", message);
+  return 1;
+}
+
+bool isDirectory(const std::string &path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+bool isFile(const std::string &path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
+}
+
+/// The metrics files a RUN argument names: the file, the folder's
+/// metrics.jsonl, or (a folder without one) its subfolders' in name order.
+io::Expected<std::vector<std::string>> metricsFiles(const std::string &run) {
+  if (!isDirectory(run)) {
+    if (!isFile(run))
+      return io::Error("cannot read '" + run + "'");
+    return std::vector<std::string>{run};
+  }
+  if (isFile(run + "/metrics.jsonl"))
+    return std::vector<std::string>{run + "/metrics.jsonl"};
+  std::vector<std::string> found;
+  if (DIR *dir = opendir(run.c_str())) {
+    while (dirent *entry = readdir(dir)) {
+      std::string name = entry->d_name;
+      if (name != "." && name != ".." &&
+          isFile(run + "/" + name + "/metrics.jsonl"))
+        found.push_back(run + "/" + name + "/metrics.jsonl");
+    }
+    closedir(dir);
+  }
+  std::sort(found.begin(), found.end());
+  if (found.empty())
+    return io::Error("'" + run + "' holds no metrics.jsonl, nor do its folders");
+  return found;
+}
+
+/// One run: its name and its (tokens, metric) points in logged order.
+struct Curve {
+  std::string name, path;
+  std::vector<double> tokens, values;
+};
+
+io::Expected<Curve> readCurve(const std::string &path,
+                              const std::string &metric) {
+  Curve curve;
+  curve.path = path;
+  io::Status read = io::forEachJsonLine(
+      path, [&](int number, const io::JsonValue &value) -> io::Status {
+        if (const io::JsonValue *run = value.find("run"); run && run->isString())
+          curve.name = run->asString();
+        const io::JsonValue *y = value.find(metric);
+        if (!y || !y->isNumber())
+          return io::success();
+        const io::JsonValue *tokens = value.find("tokens");
+        if (!tokens || !tokens->isNumber())
+          return io::Error(fmt::format(
+              "{}:{}: no numeric \"tokens\" (metrics written before Tetra "
+              "logged them: train again, or compare by steps with 'tetra "
+              "plot')",
+              path, number));
+        if (!curve.tokens.empty() && tokens->asDouble() <= curve.tokens.back())
+          return io::Error(fmt::format(
+              "{}:{}: \"tokens\" {} does not follow {} (two runs in one "
+              "file?)",
+              path, number, tokens->asDouble(), curve.tokens.back()));
+        curve.tokens.push_back(tokens->asDouble());
+        curve.values.push_back(y->asDouble());
+        return io::success();
+      });
+  if (!read)
+    return read.error();
+  if (curve.values.empty())
+    return io::Error(path + ": no \"" + metric + "\" in any line");
+  if (curve.name.empty())
+    curve.name = path;
+  return curve;
+}
+
+/// "c4/fp4_all/seed=3" -> "c4/fp4_all": the policy a seed belongs to.
+std::string policyOf(const std::string &name) {
+  size_t slash = name.rfind("/seed=");
+  return slash == std::string::npos ? name : name.substr(0, slash);
+}
+
+/// The tokens at which `values` first reach `target` or below, linearly
+/// interpolated between the two logged points around it; none if never.
+std::optional<double> tokensToReach(const std::vector<double> &tokens,
+                                    const std::vector<double> &values,
+                                    double target) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!(values[i] <= target))
+      continue;
+    if (i == 0)
+      return tokens[0];
+    const double t = (values[i - 1] - target) / (values[i - 1] - values[i]);
+    return tokens[i - 1] + t * (tokens[i] - tokens[i - 1]);
+  }
+  return std::nullopt;
+}
+
+struct Stats {
+  double mean = 0, sd = 0;
+};
+Stats statsOf(const std::vector<double> &xs) {
+  Stats s;
+  for (double x : xs)
+    s.mean += x;
+  s.mean /= xs.size();
+  if (xs.size() > 1) {
+    for (double x : xs)
+      s.sd += (x - s.mean) * (x - s.mean);
+    s.sd = std::sqrt(s.sd / (xs.size() - 1));
+  }
+  return s;
+}
+
+std::string groupedInteger(double value) {
+  std::string digits = fmt::format("{:.0f}", value), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+} // namespace
+
+void tetra::driver::printCompareHelp() {
+  std::printf(
+      "USAGE: tetra compare RUN... [--baseline NAME] [--metric NAME]\n"
+      "                     [--smooth W] [--at FRACTION | --target LOSS]\n"
+      "\n"
+      "Token overheads: how many more tokens each policy needs than the\n"
+      "baseline to reach the same loss. RUN is a metrics file, a run folder\n"
+      "holding metrics.jsonl, or a folder of such run folders (seed=N, as\n"
+      "tetra-run --seed writes them); runs whose names differ only by a\n"
+      "trailing /seed=N are one policy's seeds.\n"
+      "\n"
+      "OPTIONS:\n"
+      "  --baseline NAME  the policy the others are measured against (default:\n"
+      "                   the first run's)\n"
+      "  --metric NAME    the loss to compare (default loss; eval_loss for the\n"
+      "                   evaluation loss, on the steps that logged it)\n"
+      "  --smooth W       each curve's moving average, the past weighing W in\n"
+      "                   [0, 1) (default 0.9; 0: the raw values)\n"
+      "  --at FRACTION    the loss to reach is the baseline's (its seeds' mean\n"
+      "                   curve, smoothed) where it had trained FRACTION of its\n"
+      "                   tokens (default 0.9: a policy up to about 11 %% slower\n"
+      "                   still reaches it within the run)\n"
+      "  --target LOSS    the loss to reach, given\n");
+}
+
+int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
+  std::vector<std::string> runs;
+  std::string baseline, metric = "loss";
+  double smooth = 0.9, at = 0.9;
+  std::optional<double> target;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg(args[i]);
+    auto value = [&](std::string &into) {
+      if (i + 1 >= args.size())
+        return false;
+      into = std::string(args[++i]);
+      return true;
+    };
+    auto number = [&](const char *what, double &into) -> bool {
+      std::string text;
+      if (!value(text))
+        return false;
+      char *end = nullptr;
+      into = std::strtod(text.c_str(), &end);
+      return end != text.c_str() && !*end && std::isfinite(into);
+    };
+    if (arg == "-h" || arg == "--help") {
+      printCompareHelp();
+      return 0;
+    } else if (arg == "--baseline") {
+      if (!value(baseline))
+        return usageError("'--baseline' needs a policy's run name");
+    } else if (arg == "--metric") {
+      if (!value(metric))
+        return usageError("'--metric' needs a field name");
+    } else if (arg == "--smooth") {
+      if (!number("--smooth", smooth) || !(smooth >= 0 && smooth < 1))
+        return usageError("'--smooth' needs a weight in [0, 1)");
+    } else if (arg == "--at") {
+      if (!number("--at", at) || !(at > 0 && at <= 1))
+        return usageError("'--at' needs a fraction in (0, 1]");
+    } else if (arg == "--target") {
+      double loss = 0;
+      if (!number("--target", loss))
+        return usageError("'--target' needs a loss");
+      target = loss;
+    } else if (!arg.empty() && arg[0] == '-') {
+      return usageError("unknown option '" + arg + "'");
+    } else {
+      runs.push_back(arg);
+    }
+  }
+  if (runs.empty())
+    return usageError("no runs given");
+
+  // Policies in the order first seen, each with its seeds' curves.
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<Curve>> policies;
+  for (const std::string &run : runs) {
+    io::Expected<std::vector<std::string>> files = metricsFiles(run);
+    if (!files)
+      return inputError(files.error().message());
+    for (const std::string &file : *files) {
+      io::Expected<Curve> curve = readCurve(file, metric);
+      if (!curve)
+        return inputError(curve.error().message());
+      std::string policy = policyOf(curve->name);
+      if (!policies.count(policy))
+        order.push_back(policy);
+      for (const Curve &seen : policies[policy])
+        if (seen.name == curve->name)
+          return inputError("'" + file + "' and '" + seen.path +
+                            "' are both run '" + curve->name +
+                            "': name each seed's run apart (--label, --seed)");
+      policies[policy].push_back(std::move(*curve));
+    }
+  }
+  if (baseline.empty())
+    baseline = order.front();
+  if (!policies.count(baseline)) {
+    std::string names;
+    for (const std::string &name : order)
+      names += (names.empty() ? "" : ", ") + name;
+    return usageError("no run of baseline '" + baseline + "' among " + names);
+  }
+  // Each policy's curve: the mean over its seeds at each logged point
+  // (seeds log the same tokens: their common first points), smoothed.
+  struct Policy {
+    std::vector<double> tokens, curve, finals;
+  };
+  std::map<std::string, Policy> means;
+  for (const std::string &name : order) {
+    const std::vector<Curve> &seeds = policies[name];
+    Policy &p = means[name];
+    size_t points = seeds.front().values.size();
+    for (const Curve &c : seeds)
+      points = std::min(points, c.values.size());
+    for (size_t i = 0; i < points; ++i) {
+      double sum = 0;
+      for (const Curve &c : seeds) {
+        if (c.tokens[i] != seeds.front().tokens[i])
+          return inputError(fmt::format(
+              "'{}' and '{}' (seeds of '{}') log {} at different tokens ({} "
+              "and {}): their runs differ in more than the seed",
+              seeds.front().path, c.path, name, metric, seeds.front().tokens[i],
+              c.tokens[i]));
+        sum += c.values[i];
+      }
+      p.tokens.push_back(seeds.front().tokens[i]);
+      p.curve.push_back(sum / seeds.size());
+    }
+    for (const Curve &c : seeds)
+      p.finals.push_back(c.values[points - 1]);
+    p.curve = plot::smoothed(p.curve, smooth);
+  }
+  // The target: the baseline's curve where it has trained `at` of its
+  // tokens (interpolated), unless given.
+  auto valueAt = [](const Policy &p, double tokens) {
+    size_t i = 0;
+    while (i + 1 < p.tokens.size() && p.tokens[i + 1] < tokens)
+      ++i;
+    if (i + 1 >= p.tokens.size() || tokens <= p.tokens[i])
+      return tokens <= p.tokens.front() ? p.curve.front() : p.curve.back();
+    const double t = (tokens - p.tokens[i]) / (p.tokens[i + 1] - p.tokens[i]);
+    return p.curve[i] + t * (p.curve[i + 1] - p.curve[i]);
+  };
+  const Policy &base = means[baseline];
+  const double goal =
+      target ? *target : valueAt(base, at * base.tokens.back());
+  const std::optional<double> baseReach =
+      tokensToReach(means[baseline].tokens, means[baseline].curve, goal);
+
+  std::string smoothing =
+      smooth > 0 ? fmt::format("the seeds' mean curve smoothed {}", smooth)
+                 : "the seeds' mean curve";
+  fmt::print("{} of {} reaching {:.4f} ({}), against {}\n", metric, smoothing,
+             goal,
+             target ? std::string("--target")
+                    : fmt::format("the baseline's at {:g} % of its tokens",
+                                  100 * at),
+             baseline);
+  size_t width = 6;
+  for (const std::string &name : order)
+    width = std::max(width, name.size());
+  fmt::print("{:<{}}  {:>5}  {:>17}  {:>15}  {:>15}  {:>10}\n", "policy", width,
+             "seeds", "final (mean ± sd)", "tokens trained", "tokens to reach",
+             "overhead");
+  for (const std::string &name : order) {
+    const Policy &p = means[name];
+    Stats last = statsOf(p.finals);
+    std::optional<double> at = tokensToReach(p.tokens, p.curve, goal);
+    std::string overhead =
+        name == baseline                ? "baseline"
+        : at && baseReach && *baseReach > 0
+            ? fmt::format("{:+.1f} %", 100 * (*at / *baseReach - 1))
+            : "-";
+    std::string final = p.finals.size() > 1
+                            ? fmt::format("{:.4f} ± {:.4f}", last.mean, last.sd)
+                            : fmt::format("{:.4f}", last.mean);
+    fmt::print("{:<{}}  {:>5}  {:>17}  {:>15}  {:>15}  {:>10}\n", name, width,
+               p.finals.size(), final, groupedInteger(p.tokens.back()),
+               at ? groupedInteger(*at) : "not reached", overhead);
+  }
+  if (!baseReach)
+    fmt::print("the baseline does not reach {:.4f}: no overheads (give a "
+               "--target it reaches)\n",
+               goal);
+  return 0;
+}
