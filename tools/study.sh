@@ -62,13 +62,11 @@ for policy in "$@"; do
   done
 done
 if [[ -x $bin/tetra ]]; then
-  dirs=() seeds=()
-  for policy in "$@"; do
-    dirs+=("$out/$(basename "$policy" .tetra)")
-    seeds+=("$out/$(basename "$policy" .tetra)"/seed=*)
-  done
+  dirs=()
+  for policy in "$@"; do dirs+=("$out/$(basename "$policy" .tetra)"); done
   "$bin/tetra" compare "${dirs[@]}" | tee "$out/overheads.txt" || failed=1
-  "$bin/tetra" plot "${seeds[@]}" -o "$out/curves.png" --x tokens \
-    --smooth 0.9 --title "loss against tokens, every seed" || failed=1
+  "$bin/tetra" plot "${dirs[@]}" --seeds -o "$out/curves.png" --x tokens \
+    --smooth 0.9 --title "loss against tokens: the seeds' mean and spread" ||
+    failed=1
 fi
 exit $failed

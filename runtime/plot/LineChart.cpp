@@ -3,6 +3,7 @@
 #include "runtime/plot/LineChart.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fmt/format.h>
@@ -65,6 +66,11 @@ namespace {
 constexpr Color kInk{40, 40, 40}, kGrid{226, 226, 226};
 
 std::string tickLabel(double value) {
+  // Large round numbers (tokens, steps) with a unit: 15K, 2.5M, 1.2G.
+  const double magnitude = std::fabs(value);
+  for (auto [scale, unit] : {std::pair{1e9, "G"}, {1e6, "M"}, {1e3, "K"}})
+    if (magnitude >= 10 * scale || (magnitude >= scale && magnitude >= 1e4))
+      return fmt::format("{:.4g}{}", value / scale, unit);
   return fmt::format("{:.4g}", value);
 }
 
@@ -94,6 +100,8 @@ io::Status drawLineChart(const std::vector<Series> &series,
   // splitting them.
   struct Curve {
     std::vector<std::vector<std::pair<double, double>>> raw, shown;
+    /// The band as drawn: (x, low, high), where every point is finite.
+    std::vector<std::array<double, 3>> band;
     Color color;
     bool dashed;
   };
@@ -134,6 +142,27 @@ io::Status drawLineChart(const std::vector<Series> &series,
       yMax = std::max(yMax, v);
     }
     close();
+    // The band, where the curve has one and all of it can be drawn.
+    bool drawable = s.band.size() == s.points.size() && !s.band.empty();
+    std::vector<double> lows, highs;
+    for (size_t p = 0; drawable && p < s.band.size(); ++p) {
+      auto [low, high] = s.band[p];
+      drawable = std::isfinite(s.points[p].first) && std::isfinite(low) &&
+                 std::isfinite(high) && (!options.logY || low > 0);
+      lows.push_back(options.logY && drawable ? std::log10(low) : low);
+      highs.push_back(options.logY && drawable ? std::log10(high) : high);
+    }
+    if (drawable) {
+      if (options.smooth > 0) {
+        lows = smoothed(lows, options.smooth);
+        highs = smoothed(highs, options.smooth);
+      }
+      for (size_t p = 0; p < lows.size(); ++p) {
+        curve.band.push_back({s.points[p].first, lows[p], highs[p]});
+        yMin = std::min(yMin, lows[p]);
+        yMax = std::max(yMax, highs[p]);
+      }
+    }
     curves.push_back(std::move(curve));
   }
   if (!std::isfinite(xMin)) {
@@ -291,6 +320,18 @@ io::Status drawLineChart(const std::vector<Series> &series,
       }
       cairo_fill(cr);
     };
+    for (const Curve &curve : curves) {
+      if (curve.band.empty())
+        continue;
+      setColor(cr, curve.color, 0.16);
+      for (size_t p = 0; p < curve.band.size(); ++p)
+        (p ? cairo_line_to : cairo_move_to)(cr, px(curve.band[p][0]),
+                                            py(curve.band[p][2]));
+      for (size_t p = curve.band.size(); p-- > 0;)
+        cairo_line_to(cr, px(curve.band[p][0]), py(curve.band[p][1]));
+      cairo_close_path(cr);
+      cairo_fill(cr);
+    }
     for (const Curve &curve : curves) {
       if (options.smooth > 0)
         for (const auto &piece : curve.raw)

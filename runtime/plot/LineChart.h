@@ -28,6 +28,10 @@ struct Series {
   /// Index into kPalette; -1: the series' position (an evaluation curve
   /// takes its training curve's color).
   int color = -1;
+  /// Per point (low, high), or none: a spread (the seeds' lowest and
+  /// highest values), filled faintly in the curve's color behind it;
+  /// smoothed and transformed as the curve is.
+  std::vector<std::pair<double, double>> band;
 };
 
 struct ChartOptions {

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/tetra/Commands.h"
+#include "tools/tetra/RunFiles.h"
 
 #include "runtime/io/Json.h"
 #include "runtime/plot/LineChart.h"
@@ -20,15 +21,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <dirent.h>
 #include <fmt/format.h>
 #include <map>
 #include <optional>
 #include <string>
-#include <sys/stat.h>
 #include <vector>
 
 using namespace tetra;
+using tetra::driver::metricsFiles;
+using tetra::driver::policyOf;
 
 namespace {
 
@@ -41,41 +42,6 @@ int usageError(const std::string &message) {
 int inputError(const std::string &message) {
   fmt::print(stderr, "tetra compare: error: {}\n", message);
   return 1;
-}
-
-bool isDirectory(const std::string &path) {
-  struct stat info;
-  return stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
-}
-bool isFile(const std::string &path) {
-  struct stat info;
-  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
-}
-
-/// The metrics files a RUN argument names: the file, the folder's
-/// metrics.jsonl, or (a folder without one) its subfolders' in name order.
-io::Expected<std::vector<std::string>> metricsFiles(const std::string &run) {
-  if (!isDirectory(run)) {
-    if (!isFile(run))
-      return io::Error("cannot read '" + run + "'");
-    return std::vector<std::string>{run};
-  }
-  if (isFile(run + "/metrics.jsonl"))
-    return std::vector<std::string>{run + "/metrics.jsonl"};
-  std::vector<std::string> found;
-  if (DIR *dir = opendir(run.c_str())) {
-    while (dirent *entry = readdir(dir)) {
-      std::string name = entry->d_name;
-      if (name != "." && name != ".." &&
-          isFile(run + "/" + name + "/metrics.jsonl"))
-        found.push_back(run + "/" + name + "/metrics.jsonl");
-    }
-    closedir(dir);
-  }
-  std::sort(found.begin(), found.end());
-  if (found.empty())
-    return io::Error("'" + run + "' holds no metrics.jsonl, nor do its folders");
-  return found;
 }
 
 /// One run: its name and its (tokens, metric) points in logged order.
@@ -118,12 +84,6 @@ io::Expected<Curve> readCurve(const std::string &path,
   if (curve.name.empty())
     curve.name = path;
   return curve;
-}
-
-/// "c4/fp4_all/seed=3" -> "c4/fp4_all": the policy a seed belongs to.
-std::string policyOf(const std::string &name) {
-  size_t slash = name.rfind("/seed=");
-  return slash == std::string::npos ? name : name.substr(0, slash);
 }
 
 /// The tokens at which `values` first reach `target` or below, linearly

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/tetra/Commands.h"
+#include "tools/tetra/RunFiles.h"
 
 #include "runtime/io/Json.h"
 #include "runtime/plot/HeatMap.h"
@@ -20,6 +21,7 @@
 #include <cstdlib>
 #include <fmt/format.h>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 #include <sys/stat.h>
@@ -246,11 +248,78 @@ int plotHeatMap(const std::string &run, const std::string &output,
   return 0;
 }
 
+namespace {
+
+/// --seeds: the runs of one policy (names differing only by "/seed=N")
+/// as one curve, the mean over its seeds at each x they all logged, with
+/// their lowest and highest values as its band; its evaluation curve the
+/// same way. The policies in the order first read.
+io::Expected<std::vector<std::vector<plot::Series>>>
+meanOverSeeds(const std::vector<std::vector<plot::Series>> &runs) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const std::vector<plot::Series> *>> byPolicy;
+  for (const std::vector<plot::Series> &run : runs) {
+    const std::string policy = driver::policyOf(run.front().name);
+    if (!byPolicy.count(policy))
+      order.push_back(policy);
+    byPolicy[policy].push_back(&run);
+  }
+  std::vector<std::vector<plot::Series>> merged;
+  for (const std::string &policy : order) {
+    const auto &seeds = byPolicy[policy];
+    std::vector<plot::Series> curves;
+    for (bool eval : {false, true}) {
+      // Each seed's curve of this kind, by x.
+      std::vector<std::map<double, double>> byX;
+      for (const std::vector<plot::Series> *run : seeds)
+        for (const plot::Series &s : *run)
+          if (s.dashed == eval)
+            byX.emplace_back(s.points.begin(), s.points.end());
+      if (byX.empty())
+        continue;
+      if (byX.size() != seeds.size())
+        return io::Error("'" + policy + "': only some of its seeds have " +
+                         (eval ? "an evaluation curve" : "a training curve"));
+      plot::Series mean;
+      mean.dashed = eval;
+      mean.name = fmt::format("{} ({}{} seed{})", policy, eval ? "eval, " : "",
+                              seeds.size(), seeds.size() == 1 ? "" : "s");
+      for (auto [x, first] : byX.front()) {
+        double sum = 0, low = first, high = first;
+        bool everywhere = true;
+        for (const std::map<double, double> &seed : byX) {
+          auto at = seed.find(x);
+          if (at == seed.end()) {
+            everywhere = false;
+            break;
+          }
+          sum += at->second;
+          low = std::min(low, at->second);
+          high = std::max(high, at->second);
+        }
+        if (!everywhere)
+          continue;
+        mean.points.push_back({x, sum / byX.size()});
+        mean.band.push_back({low, high});
+      }
+      if (mean.points.empty())
+        return io::Error("'" + policy + "': its seeds share no logged point");
+      if (seeds.size() == 1)
+        mean.band.clear();
+      curves.push_back(std::move(mean));
+    }
+    merged.push_back(std::move(curves));
+  }
+  return merged;
+}
+
+} // namespace
+
 int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
   std::vector<std::string> runs;
   std::string output, metric = "loss", title, stepText, smoothText,
       xName = "step";
-  bool heatMap = false, logY = false;
+  bool heatMap = false, logY = false, seeds = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg(args[i]);
     auto value = [&](std::string &slot) {
@@ -279,6 +348,8 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
         return usageError("'--x' needs a field: step, elapsed_s, ...");
     } else if (arg == "--log-y") {
       logY = true;
+    } else if (arg == "--seeds") {
+      seeds = true;
     } else if (arg == "--smooth") {
       char *end = nullptr;
       if (!value(smoothText))
@@ -308,9 +379,9 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
   if (heatMap) {
     if (runs.size() != 1)
       return usageError("--heatmap draws one run");
-    if (logY || !smoothText.empty())
-      return usageError("'--log-y' and '--smooth' go with curves, not "
-                        "--heatmap");
+    if (logY || !smoothText.empty() || seeds)
+      return usageError("'--log-y', '--smooth' and '--seeds' go with curves, "
+                        "not --heatmap");
     return plotHeatMap(runs[0], output,
                        stepText.empty() ? 0 : std::atoll(stepText.c_str()),
                        title);
@@ -320,15 +391,34 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
   // seeds trained under one label, one run file trained twice) are told
   // apart by their output folders, as given.
   std::vector<std::vector<plot::Series>> read;
-  for (std::string path : runs) {
-    if (isDirectory(path))
-      path += "/metrics.jsonl";
-    io::Expected<std::vector<plot::Series>> run = readRun(path, metric, xName);
-    if (!run) {
-      fmt::print(stderr, "tetra plot: error: {}\n", run.error().message());
+  std::vector<std::string> files; // each read run's metrics file
+  for (const std::string &run : runs) {
+    io::Expected<std::vector<std::string>> found = metricsFiles(run);
+    if (!found) {
+      fmt::print(stderr, "tetra plot: error: {}\n", found.error().message());
       return 1;
     }
-    read.push_back(std::move(*run));
+    for (const std::string &path : *found) {
+      io::Expected<std::vector<plot::Series>> curves =
+          readRun(path, metric, xName);
+      if (!curves) {
+        fmt::print(stderr, "tetra plot: error: {}\n",
+                   curves.error().message());
+        return 1;
+      }
+      read.push_back(std::move(*curves));
+      files.push_back(path);
+    }
+  }
+  if (seeds) {
+    io::Expected<std::vector<std::vector<plot::Series>>> merged =
+        meanOverSeeds(read);
+    if (!merged) {
+      fmt::print(stderr, "tetra plot: error: {}\n", merged.error().message());
+      return 1;
+    }
+    read = std::move(*merged);
+    files.assign(read.size(), "");
   }
   std::vector<std::string> runNames;
   for (const std::vector<plot::Series> &run : read)
@@ -336,7 +426,7 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
   for (size_t i = 0; i < read.size(); ++i) {
     if (std::count(runNames.begin(), runNames.end(), runNames[i]) == 1)
       continue;
-    std::string folder = runs[i];
+    std::string folder = files[i];
     const std::string file = "/metrics.jsonl";
     if (folder.size() > file.size() &&
         folder.compare(folder.size() - file.size(), file.size(), file) == 0)
@@ -377,7 +467,7 @@ int tetra::driver::plotMain(const std::vector<std::string_view> &args) {
 void tetra::driver::printPlotHelp() {
   std::printf(
       "USAGE: tetra plot RUN... -o OUT.png [--metric NAME] [--title TEXT]\n"
-      "                  [--x FIELD] [--log-y] [--smooth W]\n"
+      "                  [--x FIELD] [--log-y] [--smooth W] [--seeds]\n"
       "       tetra plot RUN --heatmap [--step N] -o OUT.png [--title TEXT]\n"
       "\n"
       "Draws the loss curves of several runs side by side into a picture:\n"
@@ -385,9 +475,10 @@ void tetra::driver::printPlotHelp() {
       "\n"
       "RUN is a metrics file (JSON lines, one object per logged step with\n"
       "\"step\" and the metric, optionally \"run\" naming the curve) or a run\n"
-      "directory holding metrics.jsonl. \"eval_<metric>\" values are drawn\n"
-      "dashed beside the training curve. Runs that share a name are named\n"
-      "by their folders, as given.\n"
+      "directory holding metrics.jsonl, or a folder of run directories (a\n"
+      "policy's seed=N runs). \"eval_<metric>\" values are drawn dashed\n"
+      "beside the training curve. Runs that share a name are named by their\n"
+      "folders, as given.\n"
       "\n"
       "OPTIONS\n"
       "  -o, --output OUT      the picture, .png, .svg or .pdf (written\n"
@@ -396,12 +487,15 @@ void tetra::driver::printPlotHelp() {
       "                        grad_norm, sqnr_db.wgrad.dy, ...: a\n"
       "                        member of an object field by its path)\n"
       "  --title TEXT          the chart's title (default: the metric)\n"
-      "  --x FIELD             the x axis: step (default), elapsed_s (time to\n"
-      "                        a loss), or another numeric field\n"
+      "  --x FIELD             the x axis: step (default), tokens (equal\n"
+      "                        data), elapsed_s (time to a loss), or another\n"
+      "                        numeric field\n"
       "  --log-y               a logarithmic y axis\n"
       "  --smooth W            each curve's moving average, the past weighing\n"
       "                        W in [0, 1) (0.9: about the last 10 points),\n"
       "                        drawn over the faint raw curve\n"
+      "  --seeds               a policy's seeds (runs named .../seed=N) as one\n"
+      "                        curve: their mean, their spread filled behind\n"
       "  --heatmap             the run's per-linear SQNR (sqnr_db_linear) as\n"
       "                        a heat map: linears x GEMM role and operand,\n"
       "                        colour = dB (low red, high blue)\n"
