@@ -92,16 +92,26 @@ int main(int argc, char **argv) {
   // One pool of random inputs (normal, from a fixed seed), drawn once and
   // reused by every kernel: drawing each operand afresh costs the host more
   // than all the timed launches together.
+  // Random normal inputs: a pool of at most kPool values, repeated to fill
+  // a larger operand (lm_head's 32768 x 50304 output gradient would take
+  // minutes to draw on one thread, and 6.6 GB of host memory).
+  constexpr int64_t kPool = int64_t{1} << 26;
   std::vector<float> pool;
-  auto inputsOf = [&](int64_t count) -> const float * {
-    if (static_cast<int64_t>(pool.size()) < count) {
+  auto upload = [&](backend::Buffer buffer, int64_t count) -> bool {
+    if (pool.empty()) {
       std::mt19937 random(1);
       std::normal_distribution<float> normal(0.0f, 1.0f);
-      pool.resize(count);
+      pool.resize(kPool);
       for (float &x : pool)
         x = normal(random);
     }
-    return pool.data();
+    for (int64_t at = 0; at < count; at += kPool) {
+      const int64_t n = std::min(kPool, count - at);
+      io::Expected<backend::Buffer> part = buffer.slice(at * 4, n * 4);
+      if (!part || !gpu.copyToDevice(*part, pool.data(), n * 4))
+        return false;
+    }
+    return gpu.synchronize().ok();
   };
   for (const bundle::Kernel &kernel : compiled->kernels) {
     const std::string &name = kernel.name;
@@ -133,11 +143,8 @@ int main(int argc, char **argv) {
       const io::JsonValue &operand = computes.get(side);
       const auto &shape = operand.get("shape").items();
       int64_t count = shape[0].asInt64() * shape[1].asInt64();
-      const float *values = inputsOf(count);
       std::string key = fmt::format("input:{}", operand.get("input").asInt64());
-      if (!allocate(key, count * 4) ||
-          !gpu.copyToDevice(buffers[key], values, count * 4) ||
-          !gpu.synchronize())
+      if (!allocate(key, count * 4) || !upload(buffers[key], count))
         return fail("cannot upload " + key + " of " + name);
     }
     for (const auto &[key, bytes] : kernel.scratch)
