@@ -54,6 +54,9 @@ for name, rows in runs.items():
     last = [r["sqnr_db"] for r in rows if "sqnr_db" in r][-1]
     print(name.rjust(20) + "".join(("%.1f" % last[k] if k in last else "f32").rjust(10) for k in keys))
 PY
+echo
+echo "== The study's measure: tokens to reach bf16's loss (tetra compare, docs/tools/compare.md)"
+"$tetra" compare "$out"/bf16 "$out"/fp4_all_hadamard
 "$tetra" plot "$out"/bf16 "$out"/fp4_all_hadamard -o "$out/curves.png" \
   --title "llama_tiny on C4: bf16 vs fp4_all_hadamard"
 "$tetra" plot "$out"/bf16 "$out"/fp4_all_hadamard -o "$out/sqnr_wgrad.png" \

@@ -282,9 +282,12 @@ int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
   const std::optional<double> baseReach =
       tokensToReach(means[baseline].tokens, means[baseline].curve, goal);
 
+  bool seeded = false;
+  for (const auto &[name, p] : means)
+    seeded |= p.finals.size() > 1;
+  const std::string curve = seeded ? "the seeds' mean curve" : "the curve";
   std::string smoothing =
-      smooth > 0 ? fmt::format("the seeds' mean curve smoothed {}", smooth)
-                 : "the seeds' mean curve";
+      smooth > 0 ? fmt::format("{} smoothed {}", curve, smooth) : curve;
   fmt::print("{} of {} reaching {:.4f} ({}), against {}\n", metric, smoothing,
              goal,
              target ? std::string("--target")
