@@ -39,6 +39,14 @@
 //     (all but two where the chip's matrix instructions on a step may
 //     still run while the next step's are issued), the same one barrier a
 //     step;
+//   - where the chip says so (specializesWarps: sm_90a's BF16 wgmma on
+//     tiles up to 128 wide), the GEMM launch is persistent and
+//     warp-specialized instead (buildSpecializedGemm): a block a
+//     multiprocessor walks the tiles, a producer warpgroup copies the steps
+//     into the kCopyStages buffers, each guarded by a `full` and an `empty`
+//     barrier, the other warpgroups compute with no block-wide barrier in
+//     the K loop, and each tile's results leave through shared memory by
+//     asynchronous row copies while the next tile computes;
 //   - scale folding (foldsScales: sm_90a's MXFP4 x MXFP4): after each
 //     operand's quantization, fold launches give every fiber along K its
 //     reference code and a copy of its codes with the block scales folded

@@ -164,17 +164,17 @@ private:
     return (tiling.blockM / 64) * (tiling.blockN / groupN()) * 128 +
            (specializesWarps() ? kProducerThreads : 0);
   }
-  /// bf16 on wgmma: persistent and warp-specialized, its steps copied by
-  /// cp.async into buffers guarded by mbarriers, its results out by
-  /// cp.async.bulk row copies (buildSpecializedGemm). The producers are
-  /// the block's last warpgroup (384 threads: ptxas gives each at most 168
-  /// registers; 128 producers hold few copy addresses each, and no kernel
-  /// of the 125M step spills).
-  /// Tiles 256 wide keep the launch above (a block a tile, one barrier a
-  /// step): their staged results would not fit beside four buffers of
-  /// 48 KB, and on the H200 they were faster unspecialized (125M's 32768 x
-  /// 1792 x 640: 0.176 against 0.180 ms as 128 x 128; Llama 8B's BF16
-  /// GEMMs 688-740 against 628-691 TFLOP/s; docs/benchmarks.md).
+  /// BF16 on wgmma with tiles up to 128 wide: persistent and
+  /// warp-specialized (buildSpecializedGemm), its steps copied by cp.async
+  /// into buffers guarded by mbarriers, its results out by cp.async.bulk
+  /// row copies; the producers are the block's last warpgroup (with 384
+  /// threads ptxas allows 168 registers a thread: 128 producers hold few
+  /// copy addresses each, and nothing spills). Tiles 256 wide stay a block
+  /// a tile with one barrier a step: their staged results would not fit
+  /// beside four 48 KB buffers, and on the H200 they were faster so
+  /// (125M's 32768 x 1792 x 640: 0.176 against 0.180 ms as specialized
+  /// 128 x 128; Llama 8B's BF16 GEMMs 688-740 against 628-691 TFLOP/s;
+  /// docs/benchmarks.md).
   bool specializesWarps() const override {
     return chainsSteps() && tiling.blockN <= 128;
   }
