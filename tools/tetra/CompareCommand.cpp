@@ -44,14 +44,17 @@ int inputError(const std::string &message) {
   return 1;
 }
 
-/// One run: its name and its (tokens, metric) points in logged order.
+/// One run: its name and its (x, metric) points in logged order, x the
+/// field compared by (tokens, or elapsed_s), with each point's step.
 struct Curve {
   std::string name, path;
   std::vector<double> tokens, values;
+  std::vector<int64_t> steps;
 };
 
 io::Expected<Curve> readCurve(const std::string &path,
-                              const std::string &metric) {
+                              const std::string &metric,
+                              const std::string &by) {
   Curve curve;
   curve.path = path;
   io::Status read = io::forEachJsonLine(
@@ -61,18 +64,21 @@ io::Expected<Curve> readCurve(const std::string &path,
         const io::JsonValue *y = value.find(metric);
         if (!y || !y->isNumber())
           return io::success();
-        const io::JsonValue *tokens = value.find("tokens");
+        const io::JsonValue *tokens = value.find(by);
         if (!tokens || !tokens->isNumber())
           return io::Error(fmt::format(
-              "{}:{}: no numeric \"tokens\" (metrics written before Tetra "
-              "logged them: train again, or compare by steps with 'tetra "
-              "plot')",
-              path, number));
+              "{}:{}: no numeric \"{}\"{}", path, number, by,
+              by == "tokens" ? " (metrics written before Tetra logged them: "
+                               "train again, or compare by steps with "
+                               "'tetra plot')"
+                             : ""));
         if (!curve.tokens.empty() && tokens->asDouble() <= curve.tokens.back())
           return io::Error(fmt::format(
-              "{}:{}: \"tokens\" {} does not follow {} (two runs in one "
+              "{}:{}: \"{}\" {} does not follow {} (two runs in one "
               "file?)",
-              path, number, tokens->asDouble(), curve.tokens.back()));
+              path, number, by, tokens->asDouble(), curve.tokens.back()));
+        const io::JsonValue *step = value.find("step");
+        curve.steps.push_back(step && step->isInteger() ? step->asInt64() : -1);
         curve.tokens.push_back(tokens->asDouble());
         curve.values.push_back(y->asDouble());
         return io::success();
@@ -132,7 +138,7 @@ std::string groupedInteger(double value) {
 
 void tetra::driver::printCompareHelp() {
   std::printf(
-      "USAGE: tetra compare RUN... [--baseline NAME] [--metric NAME]\n"
+      "USAGE: tetra compare RUN... [--baseline NAME] [--metric NAME] [--by FIELD]\n"
       "                     [--smooth W] [--at FRACTION | --target LOSS]\n"
       "\n"
       "Token overheads: how many more tokens each policy needs than the\n"
@@ -144,6 +150,9 @@ void tetra::driver::printCompareHelp() {
       "OPTIONS:\n"
       "  --baseline NAME  the policy the others are measured against (default:\n"
       "                   the first run's)\n"
+      "  --by FIELD       compare at equal tokens (default) or equal time\n"
+      "                   (elapsed_s: time to a loss, the kernels' speed with\n"
+      "                   the convergence; seeds are averaged by step)\n"
       "  --metric NAME    the loss to compare (default loss; eval_loss for the\n"
       "                   evaluation loss, on the steps that logged it)\n"
       "  --smooth W       each curve's moving average, the past weighing W in\n"
@@ -157,7 +166,7 @@ void tetra::driver::printCompareHelp() {
 
 int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
   std::vector<std::string> runs;
-  std::string baseline, metric = "loss";
+  std::string baseline, metric = "loss", by = "tokens";
   double smooth = 0.9, at = 0.9;
   std::optional<double> target;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -182,6 +191,9 @@ int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
     } else if (arg == "--baseline") {
       if (!value(baseline))
         return usageError("'--baseline' needs a policy's run name");
+    } else if (arg == "--by") {
+      if (!value(by) || (by != "tokens" && by != "elapsed_s"))
+        return usageError("'--by' takes tokens or elapsed_s");
     } else if (arg == "--metric") {
       if (!value(metric))
         return usageError("'--metric' needs a field name");
@@ -213,7 +225,7 @@ int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
     if (!files)
       return inputError(files.error().message());
     for (const std::string &file : *files) {
-      io::Expected<Curve> curve = readCurve(file, metric);
+      io::Expected<Curve> curve = readCurve(file, metric, by);
       if (!curve)
         return inputError(curve.error().message());
       std::string policy = policyOf(curve->name);
@@ -236,7 +248,8 @@ int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
     return usageError("no run of baseline '" + baseline + "' among " + names);
   }
   // Each policy's curve: the mean over its seeds at each logged point
-  // (seeds log the same tokens: their common first points), smoothed.
+  // (seeds log the same tokens — by elapsed_s, the same steps, at the mean
+  // of their times: their common first points), smoothed.
   struct Policy {
     std::vector<double> tokens, curve, finals;
   };
@@ -248,17 +261,22 @@ int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
     for (const Curve &c : seeds)
       points = std::min(points, c.values.size());
     for (size_t i = 0; i < points; ++i) {
-      double sum = 0;
+      double sum = 0, x = 0;
       for (const Curve &c : seeds) {
-        if (c.tokens[i] != seeds.front().tokens[i])
+        const bool byTokens = by == "tokens";
+        const double mine = byTokens ? c.tokens[i] : c.steps[i],
+                     theirs = byTokens ? seeds.front().tokens[i]
+                                       : seeds.front().steps[i];
+        if (mine != theirs)
           return inputError(fmt::format(
-              "'{}' and '{}' (seeds of '{}') log {} at different tokens ({} "
-              "and {}): their runs differ in more than the seed",
-              seeds.front().path, c.path, name, metric, seeds.front().tokens[i],
-              c.tokens[i]));
+              "'{}' and '{}' (seeds of '{}') log {} at different {} ({} and "
+              "{}): their runs differ in more than the seed",
+              seeds.front().path, c.path, name, metric,
+              byTokens ? "tokens" : "steps", theirs, mine));
         sum += c.values[i];
+        x += c.tokens[i];
       }
-      p.tokens.push_back(seeds.front().tokens[i]);
+      p.tokens.push_back(x / seeds.size());
       p.curve.push_back(sum / seeds.size());
     }
     for (const Curve &c : seeds)
@@ -291,15 +309,21 @@ int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
   fmt::print("{} of {} reaching {:.4f} ({}), against {}\n", metric, smoothing,
              goal,
              target ? std::string("--target")
-                    : fmt::format("the baseline's at {:g} % of its tokens",
-                                  100 * at),
+                    : fmt::format("the baseline's at {:g} % of its {}",
+                                  100 * at,
+                                  by == "tokens" ? "tokens" : "time"),
              baseline);
   size_t width = 6;
   for (const std::string &name : order)
     width = std::max(width, name.size());
-  fmt::print("{:<{}}  {:>5}  {:>17}  {:>15}  {:>15}  {:>10}\n", "policy", width,
-             "seeds", "final (mean ± sd)", "tokens trained", "tokens to reach",
-             "overhead");
+  const bool byTokens = by == "tokens";
+  auto amount = [&](double x) {
+    return byTokens ? groupedInteger(x) : fmt::format("{:.1f} s", x);
+  };
+  fmt::print("{:<{}}  {:>5}  {:>17}  {:>16}  {:>16}  {:>10}\n", "policy", width,
+             "seeds", "final (mean ± sd)",
+             byTokens ? "tokens trained" : "seconds trained",
+             byTokens ? "tokens to reach" : "seconds to reach", "overhead");
   for (const std::string &name : order) {
     const Policy &p = means[name];
     Stats last = statsOf(p.finals);
@@ -312,9 +336,9 @@ int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
     std::string final = p.finals.size() > 1
                             ? fmt::format("{:.4f} ± {:.4f}", last.mean, last.sd)
                             : fmt::format("{:.4f}", last.mean);
-    fmt::print("{:<{}}  {:>5}  {:>17}  {:>15}  {:>15}  {:>10}\n", name, width,
-               p.finals.size(), final, groupedInteger(p.tokens.back()),
-               at ? groupedInteger(*at) : "not reached", overhead);
+    fmt::print("{:<{}}  {:>5}  {:>17}  {:>16}  {:>16}  {:>10}\n", name, width,
+               p.finals.size(), final, amount(p.tokens.back()),
+               at ? amount(*at) : "not reached", overhead);
   }
   if (!baseReach)
     fmt::print("the baseline does not reach {:.4f}: no overheads (give a "
