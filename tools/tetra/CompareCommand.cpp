@@ -1,14 +1,13 @@
 //===- CompareCommand.cpp - tetra compare: token overheads of runs --------===//
 //
 // `tetra compare RUN... [--baseline NAME]`: the study's measure of a
-// precision policy — how many more tokens it needs than the baseline to
-// reach the same loss. Each RUN is a metrics file or a run folder holding
-// metrics.jsonl (a folder without one: each of its subfolders that has
-// one, as `tetra-run --seed N` writes them); runs whose names differ only
-// by a trailing "/seed=N" are seeds of one policy. For each policy: its
-// seeds, its final (smoothed) loss as mean ± standard deviation over the
-// seeds, the tokens at which the smoothed loss first reaches the target
-// (interpolated between logged steps), and that against the baseline's.
+// precision policy — how many more tokens (or, --by elapsed_s, how much
+// more time) it needs than the baseline to reach the same loss
+// (docs/tools/compare.md). RUNs are found as tetra plot finds them
+// (RunFiles.h); a policy's seeds are averaged into one curve. For each
+// policy: its seeds, their final loss as mean ± standard deviation, where
+// the smoothed mean curve first reaches the target (interpolated between
+// logged steps), and that against the baseline's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,7 +47,7 @@ int inputError(const std::string &message) {
 /// field compared by (tokens, or elapsed_s), with each point's step.
 struct Curve {
   std::string name, path;
-  std::vector<double> tokens, values;
+  std::vector<double> xs, values;
   std::vector<int64_t> steps;
 };
 
@@ -64,22 +63,22 @@ io::Expected<Curve> readCurve(const std::string &path,
         const io::JsonValue *y = value.find(metric);
         if (!y || !y->isNumber())
           return io::success();
-        const io::JsonValue *tokens = value.find(by);
-        if (!tokens || !tokens->isNumber())
+        const io::JsonValue *x = value.find(by);
+        if (!x || !x->isNumber())
           return io::Error(fmt::format(
               "{}:{}: no numeric \"{}\"{}", path, number, by,
               by == "tokens" ? " (metrics written before Tetra logged them: "
                                "train again, or compare by steps with "
                                "'tetra plot')"
                              : ""));
-        if (!curve.tokens.empty() && tokens->asDouble() <= curve.tokens.back())
+        if (!curve.xs.empty() && x->asDouble() <= curve.xs.back())
           return io::Error(fmt::format(
               "{}:{}: \"{}\" {} does not follow {} (two runs in one "
               "file?)",
-              path, number, by, tokens->asDouble(), curve.tokens.back()));
+              path, number, by, x->asDouble(), curve.xs.back()));
         const io::JsonValue *step = value.find("step");
         curve.steps.push_back(step && step->isInteger() ? step->asInt64() : -1);
-        curve.tokens.push_back(tokens->asDouble());
+        curve.xs.push_back(x->asDouble());
         curve.values.push_back(y->asDouble());
         return io::success();
       });
@@ -92,18 +91,18 @@ io::Expected<Curve> readCurve(const std::string &path,
   return curve;
 }
 
-/// The tokens at which `values` first reach `target` or below, linearly
+/// The x at which `values` first reach `target` or below, linearly
 /// interpolated between the two logged points around it; none if never.
-std::optional<double> tokensToReach(const std::vector<double> &tokens,
-                                    const std::vector<double> &values,
-                                    double target) {
+std::optional<double> reachAt(const std::vector<double> &xs,
+                              const std::vector<double> &values,
+                              double target) {
   for (size_t i = 0; i < values.size(); ++i) {
     if (!(values[i] <= target))
       continue;
     if (i == 0)
-      return tokens[0];
+      return xs[0];
     const double t = (values[i - 1] - target) / (values[i - 1] - values[i]);
-    return tokens[i - 1] + t * (tokens[i] - tokens[i - 1]);
+    return xs[i - 1] + t * (xs[i] - xs[i - 1]);
   }
   return std::nullopt;
 }
@@ -177,7 +176,7 @@ int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
       into = std::string(args[++i]);
       return true;
     };
-    auto number = [&](const char *what, double &into) -> bool {
+    auto number = [&](double &into) -> bool {
       std::string text;
       if (!value(text))
         return false;
@@ -198,14 +197,14 @@ int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
       if (!value(metric))
         return usageError("'--metric' needs a field name");
     } else if (arg == "--smooth") {
-      if (!number("--smooth", smooth) || !(smooth >= 0 && smooth < 1))
+      if (!number(smooth) || !(smooth >= 0 && smooth < 1))
         return usageError("'--smooth' needs a weight in [0, 1)");
     } else if (arg == "--at") {
-      if (!number("--at", at) || !(at > 0 && at <= 1))
+      if (!number(at) || !(at > 0 && at <= 1))
         return usageError("'--at' needs a fraction in (0, 1]");
     } else if (arg == "--target") {
       double loss = 0;
-      if (!number("--target", loss))
+      if (!number(loss))
         return usageError("'--target' needs a loss");
       target = loss;
     } else if (!arg.empty() && arg[0] == '-') {
@@ -251,7 +250,7 @@ int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
   // (seeds log the same tokens — by elapsed_s, the same steps, at the mean
   // of their times: their common first points), smoothed.
   struct Policy {
-    std::vector<double> tokens, curve, finals;
+    std::vector<double> xs, curve, finals;
   };
   std::map<std::string, Policy> means;
   for (const std::string &name : order) {
@@ -264,8 +263,8 @@ int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
       double sum = 0, x = 0;
       for (const Curve &c : seeds) {
         const bool byTokens = by == "tokens";
-        const double mine = byTokens ? c.tokens[i] : c.steps[i],
-                     theirs = byTokens ? seeds.front().tokens[i]
+        const double mine = byTokens ? c.xs[i] : c.steps[i],
+                     theirs = byTokens ? seeds.front().xs[i]
                                        : seeds.front().steps[i];
         if (mine != theirs)
           return inputError(fmt::format(
@@ -274,9 +273,9 @@ int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
               seeds.front().path, c.path, name, metric,
               byTokens ? "tokens" : "steps", theirs, mine));
         sum += c.values[i];
-        x += c.tokens[i];
+        x += c.xs[i];
       }
-      p.tokens.push_back(x / seeds.size());
+      p.xs.push_back(x / seeds.size());
       p.curve.push_back(sum / seeds.size());
     }
     for (const Curve &c : seeds)
@@ -285,20 +284,20 @@ int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
   }
   // The target: the baseline's curve where it has trained `at` of its
   // tokens (interpolated), unless given.
-  auto valueAt = [](const Policy &p, double tokens) {
+  auto valueAt = [](const Policy &p, double x) {
     size_t i = 0;
-    while (i + 1 < p.tokens.size() && p.tokens[i + 1] < tokens)
+    while (i + 1 < p.xs.size() && p.xs[i + 1] < x)
       ++i;
-    if (i + 1 >= p.tokens.size() || tokens <= p.tokens[i])
-      return tokens <= p.tokens.front() ? p.curve.front() : p.curve.back();
-    const double t = (tokens - p.tokens[i]) / (p.tokens[i + 1] - p.tokens[i]);
+    if (i + 1 >= p.xs.size() || x <= p.xs[i])
+      return x <= p.xs.front() ? p.curve.front() : p.curve.back();
+    const double t = (x - p.xs[i]) / (p.xs[i + 1] - p.xs[i]);
     return p.curve[i] + t * (p.curve[i + 1] - p.curve[i]);
   };
   const Policy &base = means[baseline];
   const double goal =
-      target ? *target : valueAt(base, at * base.tokens.back());
+      target ? *target : valueAt(base, at * base.xs.back());
   const std::optional<double> baseReach =
-      tokensToReach(means[baseline].tokens, means[baseline].curve, goal);
+      reachAt(means[baseline].xs, means[baseline].curve, goal);
 
   bool seeded = false;
   for (const auto &[name, p] : means)
@@ -327,7 +326,7 @@ int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
   for (const std::string &name : order) {
     const Policy &p = means[name];
     Stats last = statsOf(p.finals);
-    std::optional<double> at = tokensToReach(p.tokens, p.curve, goal);
+    std::optional<double> at = reachAt(p.xs, p.curve, goal);
     std::string overhead =
         name == baseline                ? "baseline"
         : at && baseReach && *baseReach > 0
@@ -337,7 +336,7 @@ int tetra::driver::compareMain(const std::vector<std::string_view> &args) {
                             ? fmt::format("{:.4f} ± {:.4f}", last.mean, last.sd)
                             : fmt::format("{:.4f}", last.mean);
     fmt::print("{:<{}}  {:>5}  {:>17}  {:>16}  {:>16}  {:>10}\n", name, width,
-               p.finals.size(), final, amount(p.tokens.back()),
+               p.finals.size(), final, amount(p.xs.back()),
                at ? amount(*at) : "not reached", overhead);
   }
   if (!baseReach)
