@@ -1506,15 +1506,21 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
     return {e.addIndex(firstRow, arith::RemUIOp::create(b, inGroup, rows)),
             arith::DivUIOp::create(b, inGroup, rows)};
   };
-  std::array<Value, 2> tileOf = {gpu::BlockIdOp::create(b, gpu::Dimension::y),
-                                 gpu::BlockIdOp::create(b, gpu::Dimension::x)};
-  if (n * k * rhs.elementBytes() > kL2Budget)
-    tileOf = tileAt(
-        e.addIndex(e.mulIndex(tileOf[0], e.cIndex(tilesN)), tileOf[1]));
-  // The block's share of K: steps firstStep .. firstStep + steps - 1.
+  // The block's share of K: steps firstStep .. firstStep + steps - 1. (A
+  // specialized launch's blocks take tile after tile: buildSpecializedGemm
+  // sets each one's origin and share.)
   const int64_t steps = k / tiling.stepK / splitK;
-  Value split = gpu::BlockIdOp::create(b, gpu::Dimension::z);
-  Value firstStep = e.mulIndex(split, e.cIndex(steps));
+  std::array<Value, 2> tileOf;
+  Value split, firstStep;
+  if (!specializesWarps()) {
+    tileOf = {gpu::BlockIdOp::create(b, gpu::Dimension::y),
+              gpu::BlockIdOp::create(b, gpu::Dimension::x)};
+    if (n * k * rhs.elementBytes() > kL2Budget)
+      tileOf = tileAt(
+          e.addIndex(e.mulIndex(tileOf[0], e.cIndex(tilesN)), tileOf[1]));
+    split = gpu::BlockIdOp::create(b, gpu::Dimension::z);
+    firstStep = e.mulIndex(split, e.cIndex(steps));
+  }
   unsigned argument = 0;
   OperandStaging staging[2];
   Value tensorScales[2];
@@ -1546,7 +1552,8 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
     s.firstStep = firstStep;
     s.k = k;
     s.threads = threads;
-    s.origin = e.mulIndex(tileOf[side], e.cIndex(s.rows));
+    if (tileOf[side])
+      s.origin = e.mulIndex(tileOf[side], e.cIndex(s.rows));
   }
   Value out = func.getArgument(argument);
   Value addend = plusAddend ? func.getArgument(argument + 1) : Value();
