@@ -5,6 +5,9 @@
 # head_dim at a small shape for the kernel checks, and the 125M benchmark
 # shape (bench/train_125m_h200.tetra) under BENCH_POLICIES (default
 # bf16_attention_bf16 fp4_all_hadamard_attention_bf16; bench/policies/).
+# PACK=1 also packs them into build/step-bundles.tar.xz (PTX compresses
+# about 12 times): a device call carries at most 64 MiB, so carry that and
+# begin the call with `tar xJf build/step-bundles.tar.xz -C build`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=build/step-bundles
@@ -21,3 +24,7 @@ for policy in ${BENCH_POLICIES:-bf16_attention_bf16 fp4_all_hadamard_attention_b
     -o "$out/125m-$policy.tbundle"
 done
 du -sh "$out"/*
+if [[ ${PACK:-0} == 1 ]]; then
+  tar cJf build/step-bundles.tar.xz -C build step-bundles
+  du -sh build/step-bundles.tar.xz
+fi
