@@ -1292,15 +1292,10 @@ struct OperandStaging {
               function_ref<void()> body) {
     if ((q + 1) * threads <= perStep)
       return body();
-    auto guard = scf::IfOp::create(
-        e.b,
-        arith::CmpIOp::create(e.b, CmpIPredicate::ult,
-                              e.addIndex(thread, e.cIndex(q * threads)),
-                              e.cIndex(perStep)),
-        /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard insertion(e.b);
-    e.b.setInsertionPointToStart(&guard.getThenRegion().front());
-    body();
+    e.ifThen(arith::CmpIOp::create(e.b, CmpIPredicate::ult,
+                                   e.addIndex(thread, e.cIndex(q * threads)),
+                                   e.cIndex(perStep)),
+             body);
   }
 
   /// The word (of the scratch codes as i32) where the thread's vector q of
@@ -1404,10 +1399,8 @@ struct GemmKernelLowering::SpecializedGemm {
   QuantizationEmitter &e;
   OperandStaging (&staging)[2];
   StagedStep &step;
-  Value thread;
   Value out, addend; ///< The result (or partial tiles), the addend or null.
   std::function<std::array<Value, 2>(Value)> tileAt; ///< (row, col) of a tile
-  int64_t steps;     ///< Steps of K a tile (its split's share).
 };
 
 void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
@@ -1575,7 +1568,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
   step.lhsTensorScale = tensorScales[0];
   step.rhsTensorScale = tensorScales[1];
   if (specializesWarps()) {
-    SpecializedGemm gemm{e, staging, step, thread, out, addend, tileAt, steps};
+    SpecializedGemm gemm{e, staging, step, out, addend, tileAt};
     buildSpecializedGemm(gemm);
     gpu::ReturnOp::create(b);
     return;
@@ -1666,10 +1659,6 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
     }
   }
 
-  auto stageOf = [&](Value s, int64_t buffers) {
-    return e.mulIndex(arith::RemUIOp::create(b, s, e.cIndex(buffers)),
-                      e.cIndex(stageBytes()));
-  };
   // Through registers (copyStaged() off, or a folding plan's step-by-step
   // path): step s computes on buffer s % 2 while its threads store step
   // s + 1 (loaded during step s - 1) into the other buffer and load step
@@ -1720,9 +1709,9 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
         [&](Value s, ValueRange values) -> SmallVector<Value> {
           Value moderate =
               storeStep(values.drop_front(accumulatorCount + flagCount),
-                        stageOf(e.addIndex(s, e.cIndex(1)), 2));
+                        stagedBufferAt(e, e.addIndex(s, e.cIndex(1)), 2));
           SmallVector<Value> prefetched = loadStep(lastOr(s, 2));
-          step.stageAt = stageOf(s, 2);
+          step.stageAt = stagedBufferAt(e, s, 2);
           step.moderateScales = flag ? values[accumulatorCount] : nullptr;
           step.folded = false;
           step.exact = exact;
@@ -1753,7 +1742,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
     const bool exact = source == Integers;
     const int64_t ahead = buffers - (leavesStepsInFlight(exact) ? 2 : 1);
     auto copyStep = [&](Value s) {
-      Value stageAt = stageOf(s, buffers);
+      Value stageAt = stagedBufferAt(e, s, buffers);
       for (int side = 0; side < 2; ++side) {
         OperandStaging &o = staging[side];
         Value from = source == Codes    ? o.codes
@@ -1780,16 +1769,10 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
           fenceStagedStores(e);
           stepBarrier(e, arith::ConstantIntOp::create(b, 1, 1));
           Value next = e.addIndex(s, e.cIndex(ahead));
-          auto guard = scf::IfOp::create(
-              b, e.cmp(CmpIPredicate::ult, next, e.cIndex(steps)),
-              /*withElseRegion=*/false);
-          {
-            OpBuilder::InsertionGuard insertion(b);
-            b.setInsertionPointToStart(&guard.getThenRegion().front());
-            copyStep(next);
-          }
+          e.ifThen(e.cmp(CmpIPredicate::ult, next, e.cIndex(steps)),
+                   [&] { copyStep(next); });
           commitCopies(e);
-          step.stageAt = stageOf(s, buffers);
+          step.stageAt = stagedBufferAt(e, s, buffers);
           step.moderateScales = nullptr;
           step.folded = source == Folded;
           step.exact = exact;
@@ -1850,10 +1833,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
       auto write = [&] { memref::StoreOp::create(b, value, out, ValueRange{at}); };
       if (!keep)
         return write();
-      auto guard = scf::IfOp::create(b, keep(row, col), /*withElseRegion=*/false);
-      OpBuilder::InsertionGuard insertion(b);
-      b.setInsertionPointToStart(&guard.getThenRegion().front());
-      write();
+      e.ifThen(keep(row, col), write);
     });
   };
   if (!sumsExactly()) {
@@ -1900,7 +1880,8 @@ void GemmKernelLowering::buildSpecializedGemm(SpecializedGemm &gemm) {
   QuantizationEmitter &e = gemm.e;
   ImplicitLocOpBuilder &b = e.b;
   StagedStep &step = gemm.step;
-  const int64_t buffers = stagedBuffers(), steps = gemm.steps;
+  const int64_t buffers = stagedBuffers();
+  const int64_t steps = k / tiling.stepK / tiling.splitK; // a tile's share
   const int64_t consumers = tiling.threads - kProducerThreads;
   const int64_t tiles = (m / tiling.blockM) * (n / tiling.blockN);
   const int64_t blocks = specializedBlocks();
@@ -1922,18 +1903,9 @@ void GemmKernelLowering::buildSpecializedGemm(SpecializedGemm &gemm) {
         arith::RemUIOp::create(b, e.divIndex(g, buffers), e.cIndex(2)));
     return flipped ? e.bitXor(parity, e.c32(1)) : parity;
   };
-  auto stageOf = [&](Value g) {
-    return e.mulIndex(arith::RemUIOp::create(b, g, e.cIndex(buffers)),
-                      e.cIndex(stageBytes()));
-  };
-  Value thread = gemm.thread;
-  auto ifThen = [&](Value condition, function_ref<void()> body) {
-    auto guard = scf::IfOp::create(b, condition, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard insertion(b);
-    b.setInsertionPointToStart(&guard.getThenRegion().front());
-    body();
-  };
-  ifThen(e.cmp(CmpIPredicate::eq, thread, e.cIndex(0)), [&] {
+  auto stageOf = [&](Value g) { return stagedBufferAt(e, g, buffers); };
+  Value thread = step.thread;
+  e.ifThen(e.cmp(CmpIPredicate::eq, thread, e.cIndex(0)), [&] {
     for (int64_t i = 0; i < buffers; ++i) {
       initBarrier(e, step.bytes, fullAt + 8 * i, kProducerThreads);
       initBarrier(e, step.bytes, emptyAt + 8 * i, consumers);
@@ -2024,7 +1996,7 @@ void GemmKernelLowering::buildSpecializedGemm(SpecializedGemm &gemm) {
             step.moderateScales = nullptr;
             step.folded = step.exact = false;
             SmallVector<Value> next = accumulateStep(e, step, carried);
-            ifThen(e.cmp(CmpIPredicate::ugt, g, e.cIndex(0)), [&] {
+            e.ifThen(e.cmp(CmpIPredicate::ugt, g, e.cIndex(0)), [&] {
               arriveOn(e, step.bytes,
                        barrierOf(emptyAt, arith::SubIOp::create(b, g, e.cIndex(1))));
             });
@@ -2032,7 +2004,7 @@ void GemmKernelLowering::buildSpecializedGemm(SpecializedGemm &gemm) {
           });
       step.stageAt = nullptr;
       Value partial = e.mulIndex(item.split, e.cIndex(m * n));
-      ifThen(isCopier, [&] { waitStores(e, /*readOnly=*/true); });
+      e.ifThen(isCopier, [&] { waitStores(e, /*readOnly=*/true); });
       groupBarrier(e, 1, consumers);
       storeAccumulators(e, step, acc, [&](Value value, Value row, Value col) {
         if (gemm.addend) {
@@ -2052,7 +2024,7 @@ void GemmKernelLowering::buildSpecializedGemm(SpecializedGemm &gemm) {
       });
       fenceStagedStores(e);
       groupBarrier(e, 1, consumers);
-      ifThen(isCopier, [&] {
+      e.ifThen(isCopier, [&] {
         Value element = e.addIndex(
             partial,
             e.addIndex(e.mulIndex(e.addIndex(item.origin[0], thread),
@@ -2063,7 +2035,7 @@ void GemmKernelLowering::buildSpecializedGemm(SpecializedGemm &gemm) {
         commitStores(e);
       });
     });
-    ifThen(isCopier, [&] { waitStores(e, /*readOnly=*/false); });
+    e.ifThen(isCopier, [&] { waitStores(e, /*readOnly=*/false); });
   }
 }
 

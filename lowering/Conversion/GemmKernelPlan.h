@@ -521,6 +521,13 @@ private:
     return rhsScalesAt() + scalesPerStep(rhs, tiling.blockN);
   }
   int64_t stageBytes() const { return (stagedBytes() + 1023) / 1024 * 1024; }
+  /// The first byte of the staged buffer step `s` (index) uses, of
+  /// `buffers` in turn.
+  mlir::Value stagedBufferAt(QuantizationEmitter &e, mlir::Value s,
+                             int64_t buffers) const {
+    return e.mulIndex(mlir::arith::RemUIOp::create(e.b, s, e.cIndex(buffers)),
+                      e.cIndex(stageBytes()));
+  }
   /// Whether the K loop stages by asynchronous copies (copiesStagedAsync):
   /// bf16 codes, or a folding plan's folded codes.
   bool copyStaged() const {

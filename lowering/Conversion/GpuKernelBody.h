@@ -125,10 +125,7 @@ struct Body {
 
   /// if (condition) then();
   void ifThen(Value condition, function_ref<void()> then) {
-    auto op = scf::IfOp::create(b, condition, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(op.thenBlock()->getTerminator());
-    then();
+    e.ifThen(condition, then);
   }
 
   /// condition ? then() : otherwise, as a branch: then() runs only where the

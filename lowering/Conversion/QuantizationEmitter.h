@@ -349,6 +349,15 @@ public:
     return mlir::getConstantIntValue(index);
   }
 
+  /// if (condition) then(): `then` builds inside the branch; the builder
+  /// goes on after it.
+  void ifThen(Value condition, function_ref<void()> then) {
+    auto op = scf::IfOp::create(b, condition, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(op.thenBlock()->getTerminator());
+    then();
+  }
+
   /// for (iv = lower; iv < upper; ++iv) body(iv)
   void loop(Value lower, Value upper, function_ref<void(Value)> body) {
     if (auto bounds = unrolledBounds(lower, upper)) {
