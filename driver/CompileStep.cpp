@@ -487,8 +487,9 @@ writeResultsAsBF16(schedule::Schedule &plan,
     schedule::Launch replaced = original;
     replaced.buffers[*position] = codes;
     std::vector<schedule::Launch> expanded;
-    if (failed(library.expand(replaced, plan, loc, expanded,
-                              /*resultAsBF16=*/true)))
+    if (failed(library.expand(
+            replaced, plan, loc, expanded,
+            conversion::GpuLibraryBuilder::Result::BF16)))
       return failure();
     if (expanded.size() != 1)
       return emitError(loc) << "'" << original.kernel
@@ -500,6 +501,60 @@ writeResultsAsBF16(schedule::Schedule &plan,
     kept[reader] = false;
   }
   return keepLaunches(plan, kept);
+}
+
+/// Where the cross-entropy's backward writes the logits' gradient as BF16
+/// codes (writeResultsAsBF16) and the logits die there (their memory held
+/// until then: the step's largest tensor, rows x vocab fp32), the codes
+/// take the logits' own memory: the launch becomes the library's
+/// launches over row ranges that each declare the pair in place
+/// (GpuLibraryBuilder::Result::BF16OverInput), and planMemory places the
+/// codes at the logits' offset. The same codes, half the logits' bytes
+/// less at the step's peak. Returns, for each position 0..n of the old
+/// launch list, its position in the new one.
+FailureOr<std::vector<int>>
+gradientOverLogits(schedule::Schedule &plan,
+                   const schedule::Schedule &reference,
+                   const std::vector<int> &firstLaunch,
+                   conversion::GpuLibraryBuilder &library, Location loc) {
+  const std::vector<std::vector<int>> users = launchesNaming(plan);
+  std::map<int, const schedule::Launch *> replaced; // plan launch -> original
+  for (size_t l = 0; l + 1 < firstLaunch.size(); ++l) {
+    const schedule::Launch &original = reference.launches[l];
+    const int at = firstLaunch[l];
+    if (original.kernel != "cross_entropy.backward" ||
+        firstLaunch[l + 1] != at + 1 || original.buffers.size() != 5)
+      continue;
+    const schedule::Launch &gpu = plan.launches[at];
+    const int logits = gpu.buffers[0], codes = gpu.buffers[4];
+    auto temporary = [&](int buffer) {
+      return plan.buffers[buffer].role == schedule::BufferRole::Temporary;
+    };
+    if (codes == original.buffers[4] || !temporary(logits) ||
+        !temporary(codes) || users[logits].back() != at ||
+        users[codes].front() != at || llvm::count(gpu.buffers, logits) != 1)
+      continue;
+    replaced[at] = &original;
+  }
+  std::vector<int> position(plan.launches.size() + 1);
+  std::vector<schedule::Launch> launches;
+  for (size_t g = 0; g < plan.launches.size(); ++g) {
+    position[g] = static_cast<int>(launches.size());
+    auto found = replaced.find(static_cast<int>(g));
+    if (found == replaced.end()) {
+      launches.push_back(std::move(plan.launches[g]));
+      continue;
+    }
+    schedule::Launch original = *found->second;
+    original.buffers = plan.launches[g].buffers;
+    if (failed(library.expand(
+            original, plan, loc, launches,
+            conversion::GpuLibraryBuilder::Result::BF16OverInput)))
+      return failure();
+  }
+  position.back() = static_cast<int>(launches.size());
+  plan.launches = std::move(launches);
+  return position;
 }
 
 /// Where an elementwise launch only adds two tensors (kAddsItsInputs) and
@@ -721,6 +776,11 @@ FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
   if (failed(keptBefore))
     return failure();
   renumber(*keptBefore);
+  FailureOr<std::vector<int>> moved =
+      gradientOverLogits(*plan, reference, firstLaunch, library, loc);
+  if (failed(moved))
+    return failure();
+  renumber(*moved);
   renumber(addIntoWriters(*plan, *module));
   schedule::planMemory(*plan);
 

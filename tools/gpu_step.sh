@@ -17,7 +17,8 @@
 # $OUT/gpu_step.tgz (logs, metrics, the tiny runs' checkpoints: the device
 # tool returns at most a few files); a table last, with the seconds each part
 # took. CHECK=0 skips the kernel checks; STEPS_125M sets the 125M runs' steps
-# (default 4); PROFILE=1 adds each 125M bundle's per-kernel profile
+# (default 4), each with the GPU's memory in use at its peak (nvidia-smi);
+# PROFILE=1 adds each 125M bundle's per-kernel profile
 # (tetra-run --profile), NCU=1 the GPU's own kernel times of one step by
 # family (Nsight Compute, bench/step_kernel_times.py); each command has a
 # time limit.
@@ -98,11 +99,17 @@ done
 for bundle in build/step-bundles/125m-*.tbundle; do
   policy=$(basename "$bundle" .tbundle); policy=${policy#125m-}
   summary+=("$(elapsed) 125m $policy starts")
+  # The GPU's memory in use, sampled every 200 ms (the CUDA context
+  # included): its peak over the run.
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 \
+    > "$out/memory-$policy.txt" 2>/dev/null &
+  sampler=$!
   timeout "${LIMIT_125M:-240}" $run "$bundle" --data data/c4/c4-train.sample.json.gz \
     --tokenizer gpt2:data/tokenizers/gpt2 --steps "${STEPS_125M:-4}" \
     --out "$out/speed/$policy" \
     --label "125m/$policy" --quiet > "$out/speed-$policy.txt" 2>&1
-  summary+=("125m $policy: $(tail -1 "$out/speed-$policy.txt" | sed 's/; metrics.*//')")
+  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+  summary+=("125m $policy: $(tail -1 "$out/speed-$policy.txt" | sed 's/; metrics.*//'); GPU memory peak $(sort -n "$out/memory-$policy.txt" | tail -1) MiB")
   if [[ ${PROFILE:-0} != 0 ]]; then
     timeout 120 $run "$bundle" --data data/c4/c4-train.sample.json.gz \
       --tokenizer gpt2:data/tokenizers/gpt2 --profile > "$out/profile-$policy.txt" 2>&1

@@ -270,10 +270,15 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                                         schedule::Schedule &schedule,
                                         Location loc,
                                         std::vector<Launch> &launches,
-                                        bool resultAsBF16) {
+                                        Result result) {
+  const bool resultAsBF16 = result != Result::F32;
+  const bool overInput = result == Result::BF16OverInput;
   if (resultAsBF16 && !bf16ResultPosition(launch))
     return emitError(loc) << "'" << launch.kernel
                           << "' has no variant with a BF16 result";
+  if (overInput && launch.kernel != "cross_entropy.backward")
+    return emitError(loc) << "'" << launch.kernel
+                          << "' cannot write its result over its input";
   MLIRContext *context = library_.getContext();
   Type f32 = Float32Type::get(context), f64 = Float64Type::get(context);
   const std::string &name = launch.kernel;
@@ -1534,69 +1539,126 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                           : vocab % 4 == 0 ? 4
                                            : (resultAsBF16 ? 2 : 1);
     const int64_t threads = kElementwiseThreads;
-    std::array<int64_t, 3> grid{rows, ceilDiv(vocab, lanes * threads), 1};
-    std::string symbol = function(
-        bf16Variant, registryArguments(context, call), grid,
+    const int64_t columnBlocks = ceilDiv(vocab, lanes * threads);
+    auto vectorOf = [&](Type element, int64_t n) {
+      return VectorType::get({n}, element);
+    };
+    // The `lanes` logits of `row` from `column` on (in bounds).
+    auto logitsAt = [&](Body &body, Value row, Value column) {
+      return vector::LoadOp::create(
+          body.b, vectorOf(f32, lanes), body.arg(0),
+          ValueRange{body.e.addIndex(body.e.mulIndex(row, body.e.cIndex(vocab)),
+                                     column)},
+          /*nontemporal=*/false, body.b.getI64IntegerAttr(4 * lanes));
+    };
+    // Their gradients, stored (as codes with `resultAsBF16`).
+    auto storeGradients = [&](Body &body, Value row, Value column,
+                              Value logits) {
+      QuantizationEmitter &e = body.e;
+      Value factor = body.toF32(
+          e.divf(body.toF64(body.load(body.arg(3), e.cIndex(0))),
+                 body.cF64(static_cast<double>(rows))));
+      Value lse = body.load(body.arg(2), row);
+      Value target = body.index(body.load(body.arg(1), row));
+      Value first = e.addIndex(e.mulIndex(row, e.cIndex(vocab)), column);
+      SmallVector<Value> gradients;
+      for (int64_t l = 0; l < lanes; ++l) {
+        Value value = e.mulf(
+            e.fastExp(e.subf(vector::ExtractOp::create(body.b, logits,
+                                                       ArrayRef<int64_t>{l}),
+                             lse)),
+            factor);
+        Value isTarget = arith::CmpIOp::create(
+            body.b, CmpIPredicate::eq, e.addIndex(column, e.cIndex(l)),
+            target);
+        gradients.push_back(e.select(isTarget, e.subf(value, factor), value));
+      }
+      if (!resultAsBF16) {
+        vector::StoreOp::create(
+            body.b,
+            vector::FromElementsOp::create(body.b, vectorOf(f32, lanes),
+                                           gradients),
+            body.arg(4), ValueRange{first}, /*nontemporal=*/false,
+            body.b.getI64IntegerAttr(4 * lanes));
+        return;
+      }
+      SmallVector<Value> words;
+      for (int64_t w = 0; w < lanes / 2; ++w)
+        words.push_back(e.bf16Pair(gradients[2 * w], gradients[2 * w + 1]));
+      vector::StoreOp::create(
+          body.b,
+          vector::FromElementsOp::create(body.b, vectorOf(e.i32(), lanes / 2),
+                                         words),
+          body.arg(4), ValueRange{e.divIndex(first, 2)},
+          /*nontemporal=*/false, body.b.getI64IntegerAttr(2 * lanes));
+    };
+    // Rows [firstRow, firstRow + count), a block per (row, columns).
+    auto rowRange = [&](const std::string &variant, int64_t firstRow,
+                        int64_t count) {
+      std::array<int64_t, 3> grid{count, columnBlocks, 1};
+      std::string symbol = function(
+          variant, registryArguments(context, call), grid, threads,
+          [&](Body &body) {
+            QuantizationEmitter &e = body.e;
+            Value row = e.addIndex(body.block(), e.cIndex(firstRow));
+            Value column = e.mulIndex(
+                e.addIndex(e.mulIndex(body.block(gpu::Dimension::y),
+                                      e.cIndex(threads)),
+                           body.thread()),
+                e.cIndex(lanes));
+            body.ifThen(body.ult(column, e.cIndex(vocab)), [&] {
+              storeGradients(body, row, column, logitsAt(body, row, column));
+            });
+          });
+      add(symbol, grid, threads, launch);
+    };
+    if (!overInput) {
+      rowRange(bf16Variant, 0, rows);
+      // Each element of the logits is read before its gradient is written:
+      // the fp32 gradient may take the logits' memory (their last use).
+      if (!resultAsBF16)
+        launches.back().inPlace = {{4, 0}};
+      return success();
+    }
+    // The codes over the logits' own memory (placed at their offset by the
+    // in-place pair every launch declares): row r's codes are the bytes of
+    // logits row floor(r / 2). So the rows go in launches [0, 1), [1, 2),
+    // [2, 4), [4, 8), ...: a launch's codes overwrite only rows an earlier
+    // launch has read. Row 0, over its own first half, is one block
+    // walking its columns in order, all of a piece's logits loaded before
+    // a barrier and its codes stored after it (piece k's codes lie over
+    // piece floor(k / 2)'s logits).
+    const size_t before = launches.size();
+    std::array<int64_t, 3> one{1, 1, 1};
+    std::string firstRow = function(
+        "bf16_over_logits_row_0", registryArguments(context, call), one,
         threads, [&](Body &body) {
           QuantizationEmitter &e = body.e;
-          Value row = body.block();
-          Value column = e.mulIndex(
-              e.addIndex(e.mulIndex(body.block(gpu::Dimension::y),
-                                    e.cIndex(threads)),
-                         body.thread()),
-              e.cIndex(lanes));
-          body.ifThen(body.ult(column, e.cIndex(vocab)), [&] {
-            Value factor = body.toF32(
-                e.divf(body.toF64(body.load(body.arg(3), e.cIndex(0))),
-                       body.cF64(static_cast<double>(rows))));
-            Value lse = body.load(body.arg(2), row);
-            Value target = body.index(body.load(body.arg(1), row));
-            Value first = e.addIndex(e.mulIndex(row, e.cIndex(vocab)), column);
-            auto vectorOf = [&](Type element, int64_t n) {
-              return VectorType::get({n}, element);
-            };
-            Value logits = vector::LoadOp::create(
-                body.b, vectorOf(f32, lanes), body.arg(0), ValueRange{first},
-                /*nontemporal=*/false, body.b.getI64IntegerAttr(4 * lanes));
-            SmallVector<Value> gradients;
-            for (int64_t l = 0; l < lanes; ++l) {
-              Value value = e.mulf(
-                  e.fastExp(e.subf(vector::ExtractOp::create(
-                                       body.b, logits, ArrayRef<int64_t>{l}),
-                                   lse)),
-                  factor);
-              Value isTarget = arith::CmpIOp::create(
-                  body.b, CmpIPredicate::eq,
-                  e.addIndex(column, e.cIndex(l)), target);
-              gradients.push_back(
-                  e.select(isTarget, e.subf(value, factor), value));
-            }
-            if (!resultAsBF16) {
-              vector::StoreOp::create(
-                  body.b,
-                  vector::FromElementsOp::create(body.b, vectorOf(f32, lanes),
-                                                 gradients),
-                  body.arg(4), ValueRange{first}, /*nontemporal=*/false,
-                  body.b.getI64IntegerAttr(4 * lanes));
-              return;
-            }
-            SmallVector<Value> words;
-            for (int64_t w = 0; w < lanes / 2; ++w)
-              words.push_back(
-                  e.bf16Pair(gradients[2 * w], gradients[2 * w + 1]));
-            vector::StoreOp::create(
-                body.b,
-                vector::FromElementsOp::create(
-                    body.b, vectorOf(e.i32(), lanes / 2), words),
-                body.arg(4), ValueRange{e.divIndex(first, 2)},
-                /*nontemporal=*/false, body.b.getI64IntegerAttr(2 * lanes));
-          });
+          Value row = e.cIndex(0);
+          body.strided(
+              e.cIndex(0), e.cIndex(columnBlocks), 1, ValueRange{},
+              [&](Value piece, ValueRange) {
+                Value column = e.mulIndex(
+                    e.addIndex(e.mulIndex(piece, e.cIndex(threads)),
+                               body.thread()),
+                    e.cIndex(lanes));
+                Value logits = logitsAt(
+                    body, row,
+                    arith::MinUIOp::create(body.b, column,
+                                           e.cIndex(vocab - lanes)));
+                body.barrier();
+                body.ifThen(body.ult(column, e.cIndex(vocab)), [&] {
+                  storeGradients(body, row, column, logits);
+                });
+                return SmallVector<Value>{};
+              });
         });
-    add(symbol, grid, threads, launch);
-    // Each element of the logits is read before its gradient is written:
-    // the fp32 gradient may take the logits' memory (their last use).
-    if (!resultAsBF16)
-      launches.back().inPlace = {{4, 0}};
+    add(firstRow, one, threads, launch);
+    for (int64_t begin = 1; begin < rows; begin *= 2)
+      rowRange(fmt::format("bf16_over_logits_rows_{}", begin), begin,
+               std::min(begin, rows - begin));
+    for (size_t l = before; l < launches.size(); ++l)
+      launches[l].inPlace = {{4, 0}};
     return success();
   }
 

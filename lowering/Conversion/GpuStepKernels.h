@@ -70,24 +70,35 @@ public:
   GpuLibraryBuilder(mlir::ModuleOp module, llvm::StringRef chip);
   ~GpuLibraryBuilder();
 
+  /// How expand() writes a launch's result.
+  enum class Result {
+    F32, ///< As the library kernel does.
+    /// The buffer at bf16ResultPosition(launch) takes its result as BF16
+    /// codes, nearest even (i32 words of two, the low half first:
+    /// QuantizationEmitter::bf16Pair) — what a BF16 operand's rounding
+    /// prologue makes of the fp32 result, bit for bit.
+    BF16,
+    /// BF16 codes as above, in the memory of the input they are computed
+    /// from, which dies at this launch (cross_entropy.backward only: its
+    /// gradient over its logits). The launches then each declare the pair
+    /// (codes, logits) in place, and together read every element before
+    /// any of them writes over it.
+    BF16OverInput,
+  };
+
   /// Appends to `launches` the GPU launches that do what `launch` (a
   /// library kernel's launch of `schedule`) does, building their functions
   /// once per shape; scratch buffers they need are appended to the
   /// schedule's buffers as temporaries. An error (at `loc`) for a kernel
-  /// with no GPU implementation.
-  ///
-  /// `resultAsBF16`: the buffer at bf16ResultPosition(launch) takes its
-  /// result as BF16 codes, nearest even (i32 words of two, the low half
-  /// first: QuantizationEmitter::bf16Pair) — what a BF16 operand's rounding
-  /// prologue makes of the fp32 result, bit for bit.
+  /// with no GPU implementation, or none writing `result` so.
   mlir::LogicalResult expand(const schedule::Launch &launch,
                              schedule::Schedule &schedule, mlir::Location loc,
                              std::vector<schedule::Launch> &launches,
-                             bool resultAsBF16 = false);
+                             Result result = Result::F32);
   /// The position among `launch`'s buffers of the result expand() can
   /// write as BF16 codes, for the kernels that can: cross_entropy.backward
   /// (the logits' gradient), rmsnorm.forward (its output, not rstd),
-  /// rope.backward. Each then expands to one launch.
+  /// rope.backward. Each then expands to one launch as Result::BF16.
   static std::optional<size_t> bf16ResultPosition(const schedule::Launch &launch);
 
 private:

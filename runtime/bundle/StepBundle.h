@@ -39,7 +39,7 @@ namespace tetra::bundle {
 
 /// The runtime's version: a step bundle runs only on the runtime that
 /// matches the compiler that wrote it.
-constexpr const char *kRuntimeVersion = "0.2.0";
+constexpr const char *kRuntimeVersion = "0.3.0";
 
 struct StepCode {
   std::string name, file;

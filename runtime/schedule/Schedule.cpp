@@ -34,21 +34,30 @@ std::vector<std::pair<int, int>> lifetimes(const Schedule &schedule) {
   return life;
 }
 
-/// Whether `output` first appears at the launch where `input` is last used,
-/// which declares that pair in place.
-bool inPlaceAt(const Schedule &schedule,
-               const std::vector<std::pair<int, int>> &life, int input,
-               int output) {
-  const int at = life[input].second;
-  if (at < 0 || life[output].first != at)
-    return false;
-  const Launch &launch = schedule.launches[at];
+/// Whether launch `at` declares (output, input) in place.
+bool declaresInPlace(const Launch &launch, int input, int output) {
   for (auto [out, in] : launch.inPlace)
     if (out < static_cast<int>(launch.buffers.size()) &&
         in < static_cast<int>(launch.buffers.size()) &&
         launch.buffers[out] == output && launch.buffers[in] == input)
       return true;
   return false;
+}
+
+/// Whether `output` first appears at or before the launch where `input` is
+/// last used, and every launch from the one to the other declares the pair
+/// in place: one launch (its kernel reads each element before writing over
+/// it), or a run of them that together do.
+bool inPlaceAt(const Schedule &schedule,
+               const std::vector<std::pair<int, int>> &life, int input,
+               int output) {
+  const int first = life[output].first, last = life[input].second;
+  if (first < 0 || last < first || life[input].first > first)
+    return false;
+  for (int at = first; at <= last; ++at)
+    if (!declaresInPlace(schedule.launches[at], input, output))
+      return false;
+  return true;
 }
 
 int64_t alignUp(int64_t value, int64_t alignment) {
@@ -199,7 +208,8 @@ void tetra::schedule::planMemory(Schedule &schedule, int64_t alignment) {
         continue;
       int out = launch.buffers[output], in = launch.buffers[input];
       if (out != in && temporary(out) && temporary(in) &&
-          life[in].second == l && life[out].first == l && group[out] == out)
+          life[out].first == l && group[out] == out &&
+          inPlaceAt(schedule, life, in, out))
         group[out] = group[in];
     }
   }

@@ -102,8 +102,12 @@ struct Launch {
   std::optional<GemmLaunch> gemm;
   /// Arguments (output, input) whose memory this launch may share: its
   /// kernel reads each element of the input before writing the output's
-  /// same element, so where the input dies at this launch, planMemory
-  /// places the output on it ("in_place" in the JSON).
+  /// same bytes, so where the input dies at this launch, planMemory
+  /// places the output on it ("in_place" in the JSON). Consecutive launches
+  /// may declare one pair together: from the output's first launch to the
+  /// input's last, each declares it, and together they read every element
+  /// of the input before any of them writes over its bytes (the GPU's
+  /// cross-entropy gradient as BF16 codes over its logits, in row ranges).
   std::vector<std::pair<int, int>> inPlace;
   /// A GPU launch's grid, block and dynamic shared memory (the compiler's
   /// choice for its kernel; "grid", "block", "shared_bytes" in the JSON);

@@ -125,14 +125,16 @@ Trainer::checkKernels(const schedule::Schedule &reference,
       const int buffer = launch.buffers[a];
       std::vector<uint8_t> gpu, host(bytesOf(buffer));
       // A result the GPU writes as BF16 codes into another buffer (the
-      // compiler's resultAsBF16: the GPU launch names a buffer of half the
-      // bytes in its place) is compared as the CPU's result rounded to
-      // BF16: the codes must be equal, and the values near as fp32's.
-      const schedule::Launch &gpuLaunch = gpuSchedule.launches[firstLaunch[l]];
-      const int written = firstLaunch[l + 1] == firstLaunch[l] + 1 &&
-                                  a < gpuLaunch.buffers.size()
-                              ? gpuLaunch.buffers[a]
-                              : buffer;
+      // compiler's resultAsBF16: each GPU launch of it names a buffer of
+      // half the bytes in its place) is compared as the CPU's result
+      // rounded to BF16: the codes must be equal, and the values near as
+      // fp32's.
+      int written = buffer;
+      for (int g = firstLaunch[l]; g < firstLaunch[l + 1]; ++g) {
+        const std::vector<int> &named = gpuSchedule.launches[g].buffers;
+        const int at = a < named.size() ? named[a] : buffer;
+        written = g == firstLaunch[l] || written == at ? at : buffer;
+      }
       const bool asBF16 = written != buffer &&
                           2 * bytesOf(written) == bytesOf(buffer);
       if (io::Status read = readGpu(asBF16 ? written : buffer, gpu); !read)

@@ -33,6 +33,7 @@
 
 #include <cstdio>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 using namespace tetra;
 using namespace tetra::frontend;
@@ -141,7 +142,9 @@ std::string manifestOf(const std::vector<GpuKernelCode> &kernels,
 int writeStepBundle(mlir::MLIRContext &context,
                     const llvm::SourceMgr &sourceMgr,
                     const LoadedInputs &inputs, Target target,
-                    int64_t blockTile, const std::string &output) {
+                    int64_t blockTile,
+                    const std::vector<std::string> &settings,
+                    const std::string &output) {
   const frontend::RunConfig &run = *inputs.run;
   std::vector<std::string> files = {run.modelPath, run.path};
   if (inputs.policy)
@@ -153,7 +156,9 @@ int writeStepBundle(mlir::MLIRContext &context,
   // checksum and sources verified.
   const std::string cached = stepCacheDirectory(
       targetName(target),
-      stepCacheKey(targetName(target), fmt::format("block-tile={}", blockTile),
+      stepCacheKey(targetName(target),
+                   fmt::format("block-tile={} set {}", blockTile,
+                               fmt::join(settings, " ")),
                    files));
   if (!cached.empty() && bundle::StepBundle::open(cached)) {
     io::Expected<std::string> summary = io::readFile(cached + "/compile.txt");
@@ -216,6 +221,12 @@ int writeStepBundle(mlir::MLIRContext &context,
   manifest.set("model", io::JsonValue::string(inputs.model.name));
   manifest.set("policy", io::JsonValue::string(inputs.policy->name));
   manifest.set("run", io::JsonValue::string(run.name));
+  if (!settings.empty()) { // the run file's settings it was compiled with
+    io::JsonValue changed = io::JsonValue::array();
+    for (const std::string &setting : settings)
+      changed.push(io::JsonValue::string(setting));
+    manifest.set("settings", std::move(changed));
+  }
   io::JsonValue code = io::JsonValue::array();
   std::vector<std::string> checked = {"manifest.json", "schedule.json",
                                       "run_plan.json", "reference.json"};
@@ -313,7 +324,7 @@ int writeStepBundle(mlir::MLIRContext &context,
 } // namespace
 
 int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
-  std::vector<std::string> files;
+  std::vector<std::string> files, settings;
   std::string output, targetText;
   int64_t blockTile = 128;
   bool kernelsOnly = false;
@@ -337,6 +348,10 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
       if (i + 1 == args.size())
         return usageError(std::string(arg) + " takes a value");
       (arg == "-o" ? output : targetText) = std::string(args[++i]);
+    } else if (arg == "--set") {
+      if (i + 1 == args.size() || args[i + 1].find('=') == std::string_view::npos)
+        return usageError("--set takes KEY=VALUE (--set recompute=layers)");
+      settings.emplace_back(args[++i]);
     } else if (!arg.empty() && arg[0] == '-') {
       return usageError("unknown option '" + std::string(arg) + "'");
     } else {
@@ -360,8 +375,9 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
 
   llvm::SourceMgr sourceMgr;
   DiagnosticEngine diags(sourceMgr);
-  std::optional<LoadedInputs> inputs = loadInputs(
-      diags, files, emit, "tetra compile", "--target=" + targetText);
+  std::optional<LoadedInputs> inputs =
+      loadInputs(diags, files, emit, "tetra compile", "--target=" + targetText,
+                 settings);
   if (!inputs)
     return 1;
   mlir::MLIRContext context;
@@ -369,7 +385,7 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   if (inputs->run && !kernelsOnly)
     return writeStepBundle(context, sourceMgr, *inputs, *target, blockTile,
-                           output);
+                           settings, output);
   mlir::OwningOpRef<mlir::ModuleOp> module =
       emitModule(context, sourceMgr, inputs->model,
                  inputs->policy ? &*inputs->policy : nullptr, inputs->emit);
@@ -457,5 +473,8 @@ void tetra::driver::printCompileHelp() {
       "  --kernels       the GEMM kernels only (a kernel bundle)\n"
       "  --block-tile=N  the largest side of a GEMM block's result tile:\n"
       "                  32, 64 or 128 (default; a smaller one where the\n"
-      "                  shape needs it)\n");
+      "                  shape needs it)\n"
+      "  --set KEY=VALUE changes a setting of the run file, as 'tetra train\n"
+      "                  --set' does (--set recompute=layers, --set\n"
+      "                  micro_batch=8); the bundle's manifest lists them\n");
 }

@@ -14,7 +14,8 @@ std::optional<LoadedInputs>
 tetra::driver::loadInputs(DiagnosticEngine &diags,
                           const std::vector<std::string> &files,
                           EmitOptions emit, const std::string &command,
-                          const std::string &needsModel) {
+                          const std::string &needsModel,
+                          const std::vector<std::string> &overrides) {
   std::string modelPath, policyPath;
   std::optional<RunConfig> run;
   for (const std::string &file : files) {
@@ -31,7 +32,7 @@ tetra::driver::loadInputs(DiagnosticEngine &diags,
         diags.error(command + ": more than one run file given");
         return std::nullopt;
       }
-      run = loadRun(diags, file);
+      run = loadRun(diags, file, overrides);
       if (!run)
         return std::nullopt;
       continue;
@@ -43,6 +44,11 @@ tetra::driver::loadInputs(DiagnosticEngine &diags,
       return std::nullopt;
     }
     *slot = file;
+  }
+  if (!run && !overrides.empty()) {
+    diags.error(command + ": --set changes a run file's settings, and no run "
+                          "file was given");
+    return std::nullopt;
   }
   if (run) {
     if (modelPath.empty())

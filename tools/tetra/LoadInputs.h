@@ -31,14 +31,15 @@ struct LoadedInputs {
   frontend::EmitOptions emit; ///< With the run's batch and seq.
 };
 
-/// Loads `files`. The command line's own errors read "COMMAND: ..." (and
-/// "COMMAND: NEEDSMODEL needs a model file ..."). Every error is reported on
-/// `diags`.
-std::optional<LoadedInputs> loadInputs(frontend::DiagnosticEngine &diags,
-                                       const std::vector<std::string> &files,
-                                       frontend::EmitOptions emit,
-                                       const std::string &command,
-                                       const std::string &needsModel);
+/// Loads `files`, the run file's settings changed by `overrides` (--set
+/// KEY=VALUE: frontend::loadRun). The command line's own errors read
+/// "COMMAND: ..." (and "COMMAND: NEEDSMODEL needs a model file ...").
+/// Every error is reported on `diags`.
+std::optional<LoadedInputs>
+loadInputs(frontend::DiagnosticEngine &diags,
+           const std::vector<std::string> &files, frontend::EmitOptions emit,
+           const std::string &command, const std::string &needsModel,
+           const std::vector<std::string> &overrides = {});
 
 /// The rows of the model's embedding table (its vocabulary), or 0.
 int64_t embeddingRows(const frontend::ModelGraph &model);

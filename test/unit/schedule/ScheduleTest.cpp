@@ -124,6 +124,46 @@ TEST(MemoryPlan, InPlaceOutputTakesItsDyingInput) {
   EXPECT_FALSE(static_cast<bool>(validate(undeclared)));
 }
 
+
+/// A pair declared in place by a run of launches (the GPU's cross-entropy
+/// gradient written over its logits in row ranges): the output, half the
+/// input's size, is placed on it where every launch from the output's
+/// first to the input's last declares the pair.
+TEST(MemoryPlan, InPlaceRunOfLaunches) {
+  Schedule schedule;
+  schedule.buffers = {bound("x", BufferRole::Input, {64}),
+                      temporary("logits", {1000}), temporary("codes", {500}),
+                      temporary("other", {500}),
+                      bound("out", BufferRole::Output, {64})};
+  const std::vector<Scalar> n = {Scalar::integer(64)};
+  schedule.launches = {makeLaunch("k", {0, 1}, n, "logits"),
+                       makeLaunch("k", {1, 2}, n, "rows [0, 1)"),
+                       makeLaunch("k", {1, 2}, n, "rows [1, 2)"),
+                       makeLaunch("k", {1, 2}, n, "rows [2, 4)"),
+                       makeLaunch("k", {2, 3}, n, "codes read"),
+                       makeLaunch("k", {3, 4}, n, "other read")};
+  for (int l = 1; l <= 3; ++l)
+    schedule.launches[l].inPlace = {{1, 0}};
+  Schedule partly = schedule;
+  planMemory(schedule);
+  EXPECT_EQ(schedule.buffers[2].offset, schedule.buffers[1].offset);
+  EXPECT_TRUE(static_cast<bool>(validate(schedule)));
+  EXPECT_EQ(memoryPeak(schedule).bytes, 1000 * 4); // codes within logits
+  io::Expected<Schedule> back = fromJson(toJson(schedule));
+  ASSERT_TRUE(static_cast<bool>(back)) << back.error().message();
+  EXPECT_TRUE(static_cast<bool>(validate(*back)));
+
+  // One launch of the run without the pair: apart, and sharing is an error.
+  partly.launches[2].inPlace.clear();
+  Schedule forced = partly;
+  planMemory(partly);
+  EXPECT_NE(partly.buffers[2].offset, partly.buffers[1].offset);
+  EXPECT_TRUE(static_cast<bool>(validate(partly)));
+  forced.launches[2].inPlace = schedule.launches[2].inPlace;
+  planMemory(forced);
+  forced.launches[2].inPlace.clear();
+  EXPECT_FALSE(static_cast<bool>(validate(forced)));
+}
 TEST(ScheduleJson, RoundTrip) {
   Schedule schedule = chain(3, 8);
   schedule.buffers.push_back(bound("embed", BufferRole::Parameter, {4, 2}));
