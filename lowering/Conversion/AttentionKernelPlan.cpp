@@ -104,28 +104,33 @@ tetra::conversion::tileAttention(const AttentionMatrixTile &tile,
            tiling.inner % tile.tileK() == 0 &&
            (!packs || tiling.inner % tile.packedK() == 0) && bytes <= limit;
   };
-  // Packed BF16: 128 rows (8 warps) a block — the other side's tiles are
-  // then read once per 128 rows instead of 64 — with the inner step each
-  // pass was fastest with on the H200 at llama_125m's shape (head_dim 64;
+  // Packed BF16: 128 rows a block — the other side's tiles are then read
+  // once per 128 rows instead of 64 — with the inner step each pass was
+  // fastest with on the H200 at llama_125m's shape (head_dim 64;
   // docs/benchmarks.md): the forward 64 (36 KB; 1.18 -> 0.98 ms a launch
   // against 64 rows), dQ 32 (51 KB; 0.97 -> 0.83 ms), dK and dV 64 (74 KB;
   // 1.57 -> 1.19 ms), within the chip's limit for packed tiles.
   //
-  // At head_dim 64 the forward and dQ blocks also ask for two blocks a
-  // multiprocessor: ptxas then fits them in 128 registers a thread (194 and
-  // 154 unasked: one block, 8 warps, a multiprocessor idle two thirds of
-  // its cycles waiting on them — Nsight, H200); dK/dV would spill (248
-  // registers unasked). With B staged in rows (loadsTransposedMatrices)
-  // the forward spills 72 bytes there, and is still faster than with an
-  // inner step of 32, which does not spill: 9.53 against 9.76 ms a step
-  // of 12 launches (H200, docs/benchmarks.md).
+  // At head_dim 64 the forward and dQ warps own 32 rows each (two tiles
+  // of the instruction: each fragment of the other side loaded once for
+  // both) in blocks of 4 warps, two a multiprocessor: on an H100 the
+  // forward 9.69 -> 8.63 ms and dQ 7.41 -> 5.93 ms a step of 12 launches
+  // against 16 rows a warp (8 warps, two blocks, ptxas fitting 128
+  // registers a thread; docs/benchmarks.md). ptxas takes 255 and 246
+  // registers; the forward spills 60 bytes, as it spilled 72 before. 256
+  // rows of 8 such warps (one block) measured between the two (9.02 and
+  // 6.73 ms); with an inner step of 64, dQ spills 324 bytes. dK and dV
+  // keep 16 rows a warp: two 32 x head_dim accumulators a warp would
+  // spill. At a larger head_dim every pass keeps 16 rows a warp (its
+  // accumulators twice the registers).
   if (packs) {
     const int64_t inner = pass == AttentionPass::QueryGradients ? 32 : 64;
-    const int64_t blocks =
-        shape.headDim <= 64 && pass != AttentionPass::KeyValueGradients ? 2
-                                                                        : 0;
-    if (fits({128, inner}, tile.packedSharedBytes()))
-      return AttentionTiling{128, inner, blocks};
+    const bool small = shape.headDim <= 64;
+    const bool queryRows = pass != AttentionPass::KeyValueGradients;
+    AttentionTiling tiling{128, inner, small && queryRows ? 2 : 0,
+                           small && queryRows ? 32 : 16};
+    if (fits(tiling, tile.packedSharedBytes()))
+      return tiling;
   }
   for (auto [rows, inner] : {std::pair<int64_t, int64_t>{64, 64}, {64, 32},
                              {32, 64}, {32, 32}, {32, 16}, {16, 32}, {16, 16}})
@@ -180,7 +185,10 @@ public:
     e.unrollsLoops = true; // constant index arithmetic folds
     Value tid = body.thread();
     lane = arith::RemUIOp::create(body.b, tid, e.cIndex(tile.lanes()));
-    warpRow = e.mulIndex(e.divIndex(tid, tile.lanes()), e.cIndex(16));
+    warpRow = e.mulIndex(e.divIndex(tid, tile.lanes()),
+                         e.cIndex(tiling.rowsPerWarp));
+    for (int64_t m = 0; m < tiling.rowsPerWarp / 16; ++m)
+      tileRows.push_back(e.addIndex(warpRow, e.cIndex(16 * m)));
     for (int64_t r = 0; r < tile.aValues(); ++r)
       aAt.push_back(tile.aAt(e, lane, r));
     for (int64_t r = 0; r < tile.bValues(); ++r)
@@ -213,7 +221,9 @@ private:
   const bool packs; ///< BF16 pairs staged, the chip's packed instruction.
   const int64_t qStride, kvStride;
   const float scale;
+  /// The warp's first row, and that of each of its 16-row tiles.
   Value lane, warpRow;
+  SmallVector<Value> tileRows;
   SmallVector<std::pair<Value, Value>> aAt, bAt, cAt, bAfterC, aPacked,
       bPacked;
 
@@ -298,22 +308,8 @@ private:
       product(acc, Operand{staging, {}, {}}, tiling.inner, b, nMajor);
       return;
     }
-    if (packs) { // FlashAttention-2's: two accumulator tiles a k-slab
-      Staged bm = packedBStaging(b, nMajor);
-      const int64_t tilesPerSlab = tile.packedK() / tile.tileN();
-      for (int64_t slab = 0;
-           slab < static_cast<int64_t>(a.size()) / tilesPerSlab; ++slab) {
-        SmallVector<Value> av;
-        for (int64_t w = 0; w < tile.packedAWords(); ++w) {
-          auto [t, low, high] = tile.packedAFromAccumulators(w);
-          const SmallVector<Value> &from = a[slab * tilesPerSlab + t];
-          av.push_back(pack(from[low], from[high]));
-        }
-        multiplyPackedTiles(acc, av, bm, slab * tile.packedK(),
-                            transposedRead(nMajor));
-      }
-      return;
-    }
+    if (packs)
+      return productOfTilesRows(acc, a, b, nMajor);
     SmallVector<int64_t> fromC = tile.accumulatorAsA();
     for (auto [j, slab] : llvm::enumerate(a)) {
       const int64_t k0 = static_cast<int64_t>(j) * tile.tileK();
@@ -327,6 +323,27 @@ private:
                               e.addIndex(nn, e.cIndex(n * tile.tileN()))));
         accumulators = multiplyValues(av, bv, accumulators);
       }
+    }
+  }
+  /// productOfTiles() on packed BF16 pairs for each of a warp's row
+  /// tiles (acc[m] += a[m] B), B's fragments loaded once for all of them
+  /// — FlashAttention-2's: two accumulator tiles a k-slab.
+  void productOfTilesRows(MutableArrayRef<Tiles> acc, ArrayRef<Tiles> a,
+                          const Operand &b, bool nMajor) {
+    Staged bm = packedBStaging(b, nMajor);
+    const int64_t tilesPerSlab = tile.packedK() / tile.tileN();
+    for (int64_t slab = 0;
+         slab < static_cast<int64_t>(a.front().size()) / tilesPerSlab;
+         ++slab) {
+      SmallVector<SmallVector<Value>> av(a.size());
+      for (auto [m, tiles] : llvm::enumerate(a))
+        for (int64_t w = 0; w < tile.packedAWords(); ++w) {
+          auto [t, low, high] = tile.packedAFromAccumulators(w);
+          const SmallVector<Value> &from = tiles[slab * tilesPerSlab + t];
+          av[m].push_back(pack(from[low], from[high]));
+        }
+      multiplyPackedTilesRows(acc, av, bm, slab * tile.packedK(),
+                              transposedRead(nMajor));
     }
   }
   SmallVector<Value> multiplyValues(ArrayRef<Value> a, ArrayRef<Value> b,
@@ -526,28 +543,38 @@ private:
   /// [k][n]).
   void productPacked(Tiles &acc, Staged a, int64_t k, Staged bm,
                      bool transposed) {
+    productPackedRows(acc, warpRow, a, k, bm, transposed);
+  }
+  /// productPacked() for each of a warp's row tiles (acc[m] gets A's rows
+  /// from rows[m]), B's fragments loaded once for all of them.
+  void productPackedRows(MutableArrayRef<Tiles> acc, ArrayRef<Value> rows,
+                         Staged a, int64_t k, Staged bm, bool transposed) {
     for (int64_t k0 = 0; k0 < k; k0 += tile.packedK()) {
-      SmallVector<Value> av;
-      if (tile.loadsPackedMatrices()) {
-        av = tile.loadPackedA(e, a.memory, lane, warpRow, e.cIndex(k0),
-                              a.stride);
-      } else {
+      SmallVector<SmallVector<Value>> av(rows.size());
+      for (auto [m, first] : llvm::enumerate(rows)) {
+        if (tile.loadsPackedMatrices()) {
+          av[m] = tile.loadPackedA(e, a.memory, lane, first, e.cIndex(k0),
+                                   a.stride);
+          continue;
+        }
         for (auto [row, kk] : aPacked)
-          av.push_back(word(
+          av[m].push_back(word(
               a.memory,
-              e.addIndex(
-                  e.mulIndex(e.addIndex(warpRow, row), e.cIndex(a.stride)),
-                  e.addIndex(kk, e.cIndex(k0)))));
+              e.addIndex(e.mulIndex(e.addIndex(first, row), e.cIndex(a.stride)),
+                         e.addIndex(kk, e.cIndex(k0)))));
       }
-      multiplyPackedTiles(acc, av, bm, k0, transposed);
+      multiplyPackedTilesRows(acc, av, bm, k0, transposed);
     }
   }
   /// acc[n] += av B[n-tile n], B's k-slab at k0 of `bm` ([n][k] BF16, or
   /// `transposed` [k][n]): two n-tiles a matrix load where the chip has
   /// one (a transposing one: always; head_dim is a multiple of 16).
-  void multiplyPackedTiles(Tiles &acc, ArrayRef<Value> av, Staged bm,
-                           int64_t k0, bool transposed) {
-    const int64_t tiles = static_cast<int64_t>(acc.size());
+  /// The same for each of a warp's row tiles: acc[m][n] += av[m] B[n-tile
+  /// n], each of B's fragments loaded once for all of them.
+  void multiplyPackedTilesRows(MutableArrayRef<Tiles> acc,
+                               ArrayRef<SmallVector<Value>> av, Staged bm,
+                               int64_t k0, bool transposed) {
+    const int64_t tiles = static_cast<int64_t>(acc.front().size());
     const int64_t words = tile.packedBWords();
     assert((!transposed || tiles % 2 == 0) &&
            "a transposed B is read two n-tiles at a time");
@@ -560,14 +587,18 @@ private:
                        : tile.loadPackedB2(e, bm.memory, lane,
                                            e.cIndex(n * tile.tileN()),
                                            e.cIndex(k0), bm.stride);
-        acc[n] = tile.multiplyPacked(e, av, ArrayRef(b2).take_front(words),
-                                     acc[n]);
-        acc[n + 1] = tile.multiplyPacked(e, av, ArrayRef(b2).drop_front(words),
-                                         acc[n + 1]);
+        for (auto [m, rows] : llvm::enumerate(acc)) {
+          rows[n] = tile.multiplyPacked(
+              e, av[m], ArrayRef(b2).take_front(words), rows[n]);
+          rows[n + 1] = tile.multiplyPacked(
+              e, av[m], ArrayRef(b2).drop_front(words), rows[n + 1]);
+        }
         n += 2;
         continue;
       }
-      acc[n] = tile.multiplyPacked(e, av, packedB(bm, k0, n), acc[n]);
+      SmallVector<Value> bv = packedB(bm, k0, n);
+      for (auto [m, rows] : llvm::enumerate(acc))
+        rows[n] = tile.multiplyPacked(e, av[m], bv, rows[n]);
       ++n;
     }
   }
@@ -604,10 +635,16 @@ private:
   /// inside the sequence).
   void storeRows(const Tiles &values, Value x, Value b, Value head,
                  Value first, int64_t stride, ArrayRef<Value> factor) {
+    storeRows(values, x, b, head, first, stride, factor, warpRow);
+  }
+  /// The same for the 16 rows from `rows` of the block.
+  void storeRows(const Tiles &values, Value x, Value b, Value head,
+                 Value first, int64_t stride, ArrayRef<Value> factor,
+                 Value rows) {
     for (auto [n, t] : llvm::enumerate(values))
       for (int64_t r = 0; r < tile.cValues(); ++r) {
         auto [row, column] = cAt[r];
-        Value position = e.addIndex(first, e.addIndex(warpRow, row));
+        Value position = e.addIndex(first, e.addIndex(rows, row));
         body.ifThen(body.ult(position, e.cIndex(shape.seq)), [&] {
           body.store(
               e.mulf(t[r], factor[tile.rowSlot(r)]), x,
@@ -630,10 +667,14 @@ private:
   }
   /// The sequence position of each row slot of this lane.
   SmallVector<Value> rowPositions(Value first) {
+    return rowPositions(first, warpRow);
+  }
+  /// The same for the 16 rows from `rows` of the block.
+  SmallVector<Value> rowPositions(Value first, Value rows) {
     SmallVector<Value> position(tile.rowSlots());
     for (int64_t r = 0; r < tile.cValues(); ++r)
       position[tile.rowSlot(r)] =
-          e.addIndex(first, e.addIndex(warpRow, cAt[r].first));
+          e.addIndex(first, e.addIndex(rows, cAt[r].first));
     return position;
   }
   /// Key tiles up to the block's last query (or the sequence's end).
@@ -675,6 +716,28 @@ private:
                      Value blockFirst) {
     Tiles scores = zeros(tiling.inner);
     product(scores, queries, hd, keys, /*nMajor=*/true);
+    return masked(std::move(scores), keyFirst, position, blockFirst);
+  }
+  /// maskedScores() for each of a warp's row tiles (packed BF16: K's
+  /// fragments loaded once for all of them); position[m] is tile m's.
+  SmallVector<Tiles> maskedScoresRows(const Operand &queries,
+                                      const Operand &keys, Value keyFirst,
+                                      ArrayRef<SmallVector<Value>> position,
+                                      Value blockFirst) {
+    if (!packs) // one row tile a warp
+      return {maskedScores(queries, keys, keyFirst, position.front(),
+                           blockFirst)};
+    SmallVector<Tiles> scores(tileRows.size(), zeros(tiling.inner));
+    productPackedRows(scores, tileRows, queries.rows, hd,
+                      packedBStaging(keys, /*nMajor=*/true),
+                      transposedRead(/*nMajor=*/true));
+    for (auto [m, tiles] : llvm::enumerate(scores))
+      tiles = masked(std::move(tiles), keyFirst, position[m], blockFirst);
+    return scores;
+  }
+  /// Scores -inf where masked.
+  Tiles masked(Tiles scores, Value keyFirst, ArrayRef<Value> position,
+               Value blockFirst) {
     // Every key of the tile is visible to every row of the block where
     // its last key is at most the block's first row and inside the
     // sequence.
@@ -823,51 +886,71 @@ void TiledAttention::forwardRoundedProbabilities() {
           values = operand(inner, AsColumns);
   Staged probabilities = scoreStage();
   load(queries, body.arg(0), b, h, first, rows, qStride);
-  SmallVector<Value> position = rowPositions(first);
+  // Each of the warp's row tiles: its rows' positions, statistics and
+  // outputs (K's and V's fragments loaded once for all of them).
+  const int64_t tiles = static_cast<int64_t>(tileRows.size());
+  SmallVector<SmallVector<Value>> position;
+  for (Value from : tileRows)
+    position.push_back(rowPositions(first, from));
   Value keyTiles = causalKeyTiles(first);
   const int64_t slots = tile.rowSlots();
   const int64_t pieces = piecesPerThread(inner);
   auto fetchKeys = [&](Value keyFirst) {
     return fetch(body.arg(1), q.b, q.g, keyFirst, inner, kvStride);
   };
-  // Sweep 1: the running maximum and sum, carried with the next K pieces.
-  SmallVector<Value> init(slots, e.cF32(-INFINITY));
-  init.append(slots, e.cF32(0.0f));
+  // Sweep 1: the running maximum and sum (each tile's slots), carried with
+  // the next K pieces.
+  SmallVector<Value> init(tiles * slots, e.cF32(-INFINITY));
+  init.append(tiles * slots, e.cF32(0.0f));
   init.append(fetchKeys(e.cIndex(0)));
   SmallVector<Value> statistics = body.strided(
       e.cIndex(0), keyTiles, 1, init, [&](Value kt, ValueRange carried) {
-        SmallVector<Value> maximum(carried.take_front(slots));
-        SmallVector<Value> sum(carried.drop_front(slots).take_front(slots));
         Value keyFirst = e.mulIndex(kt, e.cIndex(inner));
         body.barrier(); // the last step's reads of K are done
-        put(keys, SmallVector<Value>(carried.drop_front(2 * slots)), inner);
+        put(keys, SmallVector<Value>(carried.drop_front(2 * tiles * slots)),
+            inner);
         body.barrier();
         SmallVector<Value> prefetched =
             fetchKeys(e.addIndex(keyFirst, e.cIndex(inner)));
-        Tiles scores = maskedScores(queries, keys, keyFirst, position, first);
-        Online next = online(scores, maximum, sum);
-        SmallVector<Value> yielded = next.maximum;
-        yielded.append(next.sum.begin(), next.sum.end());
+        SmallVector<Tiles> scores =
+            maskedScoresRows(queries, keys, keyFirst, position, first);
+        SmallVector<Value> maximum, sum;
+        for (int64_t m = 0; m < tiles; ++m) {
+          Online next =
+              online(scores[m],
+                     SmallVector<Value>(carried.slice(m * slots, slots)),
+                     SmallVector<Value>(
+                         carried.slice((tiles + m) * slots, slots)));
+          maximum.append(next.maximum);
+          sum.append(next.sum);
+        }
+        SmallVector<Value> yielded = maximum;
+        yielded.append(sum);
         yielded.append(prefetched);
         return yielded;
       });
-  SmallVector<Value> lse(slots), lseShift(slots);
-  for (int64_t s = 0; s < slots; ++s) {
-    lse[s] = body.toF32(e.addf(body.toF64(statistics[s]),
-                               body.logF64(body.toF64(statistics[slots + s]))));
+  SmallVector<Value> lse(tiles * slots), lseShift(tiles * slots);
+  for (int64_t s = 0; s < tiles * slots; ++s) {
+    lse[s] = body.toF32(
+        e.addf(body.toF64(statistics[s]),
+               body.logF64(body.toF64(statistics[tiles * slots + s]))));
     lseShift[s] = shifted(lse[s]);
   }
 
   // Sweep 2: O += round(exp(s - lse)) V.
-  const size_t outValues = hd / tile.tileN() * tile.cValues();
-  SmallVector<Value> start = flatten(zeros(hd));
+  const int64_t outValues = hd / tile.tileN() * tile.cValues();
+  SmallVector<Value> start;
+  for (int64_t m = 0; m < tiles; ++m)
+    start.append(flatten(zeros(hd)));
   start.append(fetchKeysValues(q, e.cIndex(0)));
   SmallVector<Value> result = body.strided(
       e.cIndex(0), keyTiles, 1, start, [&](Value kt, ValueRange carried) {
-        Tiles out = unflatten(carried.take_front(outValues), hd);
-        ValueRange fetched = carried.drop_front(outValues);
+        SmallVector<Tiles> out;
+        for (int64_t m = 0; m < tiles; ++m)
+          out.push_back(unflatten(carried.slice(m * outValues, outValues), hd));
+        ValueRange fetched = carried.drop_front(tiles * outValues);
         Value keyFirst = e.mulIndex(kt, e.cIndex(inner));
-        body.barrier(); // the last step's reads of K, V and P are done
+        body.barrier(); // the last step's reads of K and V are done
         put(keys, SmallVector<Value>(fetched.take_front(pieces)), inner);
         put(values, SmallVector<Value>(fetched.drop_front(pieces)), inner);
         body.barrier();
@@ -875,24 +958,37 @@ void TiledAttention::forwardRoundedProbabilities() {
             fetchKeysValues(q, e.addIndex(keyFirst, e.cIndex(inner)));
         // P = exp(s scale - lse), 0 where masked (exp(-inf)); rounded as
         // the product's operand.
-        Tiles scores = maskedScores(queries, keys, keyFirst, position, first);
-        for (SmallVector<Value> &t : scores)
-          for (int64_t r = 0; r < tile.cValues(); ++r)
-            t[r] = expScaled(t[r], lseShift[tile.rowSlot(r)]);
-        productOfTiles(out, scores, probabilities, values, /*nMajor=*/false);
-        SmallVector<Value> yielded = flatten(out);
+        SmallVector<Tiles> scores =
+            maskedScoresRows(queries, keys, keyFirst, position, first);
+        for (auto [m, tiles] : llvm::enumerate(scores))
+          for (SmallVector<Value> &t : tiles)
+            for (int64_t r = 0; r < tile.cValues(); ++r)
+              t[r] = expScaled(t[r], lseShift[m * slots + tile.rowSlot(r)]);
+        if (packs)
+          productOfTilesRows(out, scores, values, /*nMajor=*/false);
+        else
+          productOfTiles(out.front(), scores.front(), probabilities, values,
+                         /*nMajor=*/false);
+        SmallVector<Value> yielded;
+        for (const Tiles &o : out)
+          yielded.append(flatten(o));
         yielded.append(prefetched);
         return yielded;
       });
-  storeRows(unflatten(ValueRange(result).take_front(outValues), hd),
-            body.arg(3), b, h, first, qStride,
-            SmallVector<Value>(slots, e.cF32(1.0f)));
   Value leads = arith::CmpIOp::create(body.b, CmpIPredicate::eq, cAt[0].second,
                                       e.cIndex(0));
-  for (int64_t s = 0; s < slots; ++s) {
-    Value inside = e.bitAnd(leads, body.ult(position[s], e.cIndex(shape.seq)));
-    body.ifThen(inside,
-                [&] { body.store(lse[s], body.arg(4), statisticAt(b, h, position[s])); });
+  for (int64_t m = 0; m < tiles; ++m) {
+    storeRows(unflatten(ValueRange(result).slice(m * outValues, outValues), hd),
+              body.arg(3), b, h, first, qStride,
+              SmallVector<Value>(slots, e.cF32(1.0f)), tileRows[m]);
+    for (int64_t s = 0; s < slots; ++s) {
+      Value inside =
+          e.bitAnd(leads, body.ult(position[m][s], e.cIndex(shape.seq)));
+      body.ifThen(inside, [&] {
+        body.store(lse[m * slots + s], body.arg(4),
+                   statisticAt(b, h, position[m][s]));
+      });
+    }
   }
 }
 
@@ -910,24 +1006,35 @@ void TiledAttention::queryGradients() {
   load(queries, body.arg(0), b, h, first, rows, qStride);
   load(outGrads, body.arg(5), b, h, first, rows, qStride);
 
+  // Each of the warp's row tiles: its rows' positions, lse and delta.
+  const int64_t tiles = static_cast<int64_t>(tileRows.size());
   const int64_t slots = tile.rowSlots();
-  SmallVector<Value> position = rowPositions(first), lseShift(slots),
-                     delta(slots);
-  for (int64_t s = 0; s < slots; ++s) {
-    Value at = statisticAt(b, h, minIndex(position[s], e.cIndex(shape.seq - 1)));
-    lseShift[s] = shifted(body.load(body.arg(4), at));
-    delta[s] = body.load(body.arg(9), at);
+  SmallVector<SmallVector<Value>> position;
+  SmallVector<Value> lseShift, delta;
+  for (Value from : tileRows) {
+    position.push_back(rowPositions(first, from));
+    for (int64_t s = 0; s < slots; ++s) {
+      Value at = statisticAt(
+          b, h, minIndex(position.back()[s], e.cIndex(shape.seq - 1)));
+      lseShift.push_back(shifted(body.load(body.arg(4), at)));
+      delta.push_back(body.load(body.arg(9), at));
+    }
   }
   Value keyTiles = causalKeyTiles(first);
-  const size_t gradValues = hd / tile.tileN() * tile.cValues();
+  const int64_t gradValues = hd / tile.tileN() * tile.cValues();
   const int64_t pieces = piecesPerThread(inner);
-  SmallVector<Value> init = flatten(zeros(hd));
+  SmallVector<Value> init;
+  for (int64_t m = 0; m < tiles; ++m)
+    init.append(flatten(zeros(hd)));
   init.append(fetchKeysValues(q, e.cIndex(0)));
   SmallVector<Value> result = body.strided(
       e.cIndex(0), keyTiles, 1, init,
       [&](Value kt, ValueRange carried) {
-        Tiles grads = unflatten(carried.take_front(gradValues), hd);
-        ValueRange fetched = carried.drop_front(gradValues);
+        SmallVector<Tiles> grads;
+        for (int64_t m = 0; m < tiles; ++m)
+          grads.push_back(
+              unflatten(carried.slice(m * gradValues, gradValues), hd));
+        ValueRange fetched = carried.drop_front(tiles * gradValues);
         Value keyFirst = e.mulIndex(kt, e.cIndex(inner));
         body.barrier();
         put(keys, SmallVector<Value>(fetched.take_front(pieces)), inner);
@@ -937,23 +1044,38 @@ void TiledAttention::queryGradients() {
             fetchKeysValues(q, e.addIndex(keyFirst, e.cIndex(inner)));
         // dS = P (dP - delta), P = exp(s scale - lse): 0 where masked
         // (exp(-inf); dP is finite, zero-filled past the sequence).
-        Tiles scores = maskedScores(queries, keys, keyFirst, position, first);
-        Tiles dp = zeros(inner);
-        product(dp, outGrads, hd, values, /*nMajor=*/true);
-        for (auto [n, t] : llvm::enumerate(scores))
-          for (int64_t r = 0; r < tile.cValues(); ++r) {
-            const int64_t s = tile.rowSlot(r);
-            t[r] = e.mulf(expScaled(t[r], lseShift[s]),
-                          e.subf(dp[n][r], delta[s]));
-          }
-        productOfTiles(grads, scores, scoreGrads, keys, /*nMajor=*/false);
-        SmallVector<Value> next = flatten(grads);
+        SmallVector<Tiles> scores =
+            maskedScoresRows(queries, keys, keyFirst, position, first);
+        SmallVector<Tiles> dp(tiles, zeros(inner));
+        if (packs)
+          productPackedRows(dp, tileRows, outGrads.rows, hd,
+                            packedBStaging(values, /*nMajor=*/true),
+                            transposedRead(/*nMajor=*/true));
+        else
+          product(dp.front(), outGrads, hd, values, /*nMajor=*/true);
+        for (int64_t m = 0; m < tiles; ++m)
+          for (auto [n, t] : llvm::enumerate(scores[m]))
+            for (int64_t r = 0; r < tile.cValues(); ++r) {
+              const int64_t s = m * slots + tile.rowSlot(r);
+              t[r] = e.mulf(expScaled(t[r], lseShift[s]),
+                            e.subf(dp[m][n][r], delta[s]));
+            }
+        if (packs)
+          productOfTilesRows(grads, scores, keys, /*nMajor=*/false);
+        else
+          productOfTiles(grads.front(), scores.front(), scoreGrads, keys,
+                         /*nMajor=*/false);
+        SmallVector<Value> next;
+        for (const Tiles &g : grads)
+          next.append(flatten(g));
         next.append(prefetched);
         return next;
       });
   SmallVector<Value> factor(slots, e.cF32(scale));
-  storeRows(unflatten(ValueRange(result).take_front(gradValues), hd),
-            body.arg(6), b, h, first, qStride, factor);
+  for (int64_t m = 0; m < tiles; ++m)
+    storeRows(unflatten(ValueRange(result).slice(m * gradValues, gradValues),
+                        hd),
+              body.arg(6), b, h, first, qStride, factor, tileRows[m]);
 }
 
 //===----------------------------------------------------------------------===//

@@ -6,7 +6,8 @@
 // no T x T matrix in memory and no atomics:
 //
 //   forward    a block per (rows-tile of queries, batch x head); its warps
-//              (waves) own 16 query rows each. Over the causal key tiles:
+//              (waves) own 16 query rows each (32 on packed BF16
+//              tiles). Over the causal key tiles:
 //              S = Q K^T on the matrix units, scaled, masked; the running
 //              row maximum and exponential sum (online softmax, the row
 //              statistics combined across the lanes that hold a row by xor
@@ -217,14 +218,18 @@ struct AttentionGeometry {
 /// The tiled launches.
 enum class AttentionPass { Forward, QueryGradients, KeyValueGradients };
 
-/// A pass's block: `rows` of its own (16 per warp) and `inner` rows of the
-/// other side per step of its loop.
+/// A pass's block: `rows` of its own (`rowsPerWarp` a warp) and `inner`
+/// rows of the other side per step of its loop.
 struct AttentionTiling {
   int64_t rows = 0, inner = 0;
   /// Blocks a multiprocessor should hold (requestBlocksPerMultiprocessor),
   /// or 0: as the registers the chip's compiler takes allow.
   int64_t blocksPerMultiprocessor = 0;
-  int64_t warps() const { return rows / 16; }
+  /// A warp's rows: 16, one tile of the matrix instruction; or, for the
+  /// forward on packed BF16 tiles, 32 — two tiles whose products load each
+  /// of the other side's fragments once (FlashAttention-2's warp tile).
+  int64_t rowsPerWarp = 16;
+  int64_t warps() const { return rows / rowsPerWarp; }
 };
 
 /// The largest tiling of a pass whose shared memory fits the chip, or none
