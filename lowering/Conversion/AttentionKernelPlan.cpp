@@ -309,7 +309,7 @@ private:
       return;
     }
     if (packs)
-      return productOfTilesRows(acc, a, b, nMajor);
+      return productOfTilesRows(acc, a, staging, b, nMajor);
     SmallVector<int64_t> fromC = tile.accumulatorAsA();
     for (auto [j, slab] : llvm::enumerate(a)) {
       const int64_t k0 = static_cast<int64_t>(j) * tile.tileK();
@@ -325,11 +325,16 @@ private:
       }
     }
   }
-  /// productOfTiles() on packed BF16 pairs for each of a warp's row
-  /// tiles (acc[m] += a[m] B), B's fragments loaded once for all of them
-  /// — FlashAttention-2's: two accumulator tiles a k-slab.
+  /// productOfTiles() for each of a warp's row tiles (acc[m] += a[m] B;
+  /// one without packed BF16 pairs): on packed pairs B's fragments loaded
+  /// once for all of them — FlashAttention-2's: two accumulator tiles a
+  /// k-slab.
   void productOfTilesRows(MutableArrayRef<Tiles> acc, ArrayRef<Tiles> a,
-                          const Operand &b, bool nMajor) {
+                          Staged staging, const Operand &b, bool nMajor) {
+    if (!packs) {
+      assert(acc.size() == 1 && "row tiles need packed BF16 pairs");
+      return productOfTiles(acc.front(), a.front(), staging, b, nMajor);
+    }
     Staged bm = packedBStaging(b, nMajor);
     const int64_t tilesPerSlab = tile.packedK() / tile.tileN();
     for (int64_t slab = 0;
@@ -545,6 +550,17 @@ private:
                      bool transposed) {
     productPackedRows(acc, warpRow, a, k, bm, transposed);
   }
+  /// product() for each of the warp's row tiles (acc[m] gets A's rows of
+  /// tile m; one without packed BF16 pairs).
+  void productRows(MutableArrayRef<Tiles> acc, const Operand &a, int64_t k,
+                   const Operand &b, bool nMajor) {
+    if (!packs) {
+      assert(acc.size() == 1 && "row tiles need packed BF16 pairs");
+      return product(acc.front(), a, k, b, nMajor);
+    }
+    productPackedRows(acc, tileRows, a.rows, k, packedBStaging(b, nMajor),
+                      transposedRead(nMajor));
+  }
   /// productPacked() for each of a warp's row tiles (acc[m] gets A's rows
   /// from rows[m]), B's fragments loaded once for all of them.
   void productPackedRows(MutableArrayRef<Tiles> acc, ArrayRef<Value> rows,
@@ -724,13 +740,8 @@ private:
                                       const Operand &keys, Value keyFirst,
                                       ArrayRef<SmallVector<Value>> position,
                                       Value blockFirst) {
-    if (!packs) // one row tile a warp
-      return {maskedScores(queries, keys, keyFirst, position.front(),
-                           blockFirst)};
     SmallVector<Tiles> scores(tileRows.size(), zeros(tiling.inner));
-    productPackedRows(scores, tileRows, queries.rows, hd,
-                      packedBStaging(keys, /*nMajor=*/true),
-                      transposedRead(/*nMajor=*/true));
+    productRows(scores, queries, hd, keys, /*nMajor=*/true);
     for (auto [m, tiles] : llvm::enumerate(scores))
       tiles = masked(std::move(tiles), keyFirst, position[m], blockFirst);
     return scores;
@@ -791,6 +802,13 @@ private:
     SmallVector<Value> values;
     for (const SmallVector<Value> &t : tiles)
       values.append(t.begin(), t.end());
+    return values;
+  }
+  /// The row tiles' values, one after the other.
+  static SmallVector<Value> flatten(ArrayRef<Tiles> rowTiles) {
+    SmallVector<Value> values;
+    for (const Tiles &tiles : rowTiles)
+      values.append(flatten(tiles));
     return values;
   }
   Tiles unflatten(ValueRange values, int64_t columns) {
@@ -964,14 +982,9 @@ void TiledAttention::forwardRoundedProbabilities() {
           for (SmallVector<Value> &t : tiles)
             for (int64_t r = 0; r < tile.cValues(); ++r)
               t[r] = expScaled(t[r], lseShift[m * slots + tile.rowSlot(r)]);
-        if (packs)
-          productOfTilesRows(out, scores, values, /*nMajor=*/false);
-        else
-          productOfTiles(out.front(), scores.front(), probabilities, values,
-                         /*nMajor=*/false);
-        SmallVector<Value> yielded;
-        for (const Tiles &o : out)
-          yielded.append(flatten(o));
+        productOfTilesRows(out, scores, probabilities, values,
+                           /*nMajor=*/false);
+        SmallVector<Value> yielded = flatten(out);
         yielded.append(prefetched);
         return yielded;
       });
@@ -1047,12 +1060,7 @@ void TiledAttention::queryGradients() {
         SmallVector<Tiles> scores =
             maskedScoresRows(queries, keys, keyFirst, position, first);
         SmallVector<Tiles> dp(tiles, zeros(inner));
-        if (packs)
-          productPackedRows(dp, tileRows, outGrads.rows, hd,
-                            packedBStaging(values, /*nMajor=*/true),
-                            transposedRead(/*nMajor=*/true));
-        else
-          product(dp.front(), outGrads, hd, values, /*nMajor=*/true);
+        productRows(dp, outGrads, hd, values, /*nMajor=*/true);
         for (int64_t m = 0; m < tiles; ++m)
           for (auto [n, t] : llvm::enumerate(scores[m]))
             for (int64_t r = 0; r < tile.cValues(); ++r) {
@@ -1060,14 +1068,8 @@ void TiledAttention::queryGradients() {
               t[r] = e.mulf(expScaled(t[r], lseShift[s]),
                             e.subf(dp[m][n][r], delta[s]));
             }
-        if (packs)
-          productOfTilesRows(grads, scores, keys, /*nMajor=*/false);
-        else
-          productOfTiles(grads.front(), scores.front(), scoreGrads, keys,
-                         /*nMajor=*/false);
-        SmallVector<Value> next;
-        for (const Tiles &g : grads)
-          next.append(flatten(g));
+        productOfTilesRows(grads, scores, scoreGrads, keys, /*nMajor=*/false);
+        SmallVector<Value> next = flatten(grads);
         next.append(prefetched);
         return next;
       });

@@ -34,6 +34,12 @@ constexpr int64_t kDeltaRows = 64;
 constexpr int64_t kNormRowsPerBlock = 8;
 /// Rows per partial sum of RMSNorm's weight gradient.
 constexpr int64_t kWeightGradientRows = 256;
+/// RMSNorm's backward in one pass where a row's columns fit a warp's
+/// registers (at most this many groups of `lanes` columns a lane): rows a
+/// block (a warp takes every kNormRowsPerBlock-th), and so rows per
+/// partial sum of the weight gradient.
+constexpr int64_t kFusedNormGroups = 8;
+constexpr int64_t kFusedNormRows = 32;
 /// Elements per block of the global norm's sums of squares.
 constexpr int64_t kNormPiece = 65536;
 /// Elements per block of the clipping (64 a thread).
@@ -881,6 +887,168 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
   if (name == "rmsnorm.backward") {
     const int64_t rows = call.integer(0), dim = call.integer(1);
     const int64_t lanes = normLanes(dim), groups = dim / lanes;
+    // The weight gradient's partial sums over `chunks` chunks of rows (a
+    // scratch buffer, the launch's last argument).
+    struct Partials {
+      int64_t chunks;
+      SmallVector<std::pair<std::string, Type>> arguments;
+      Launch launch;
+    };
+    auto partialsOf = [&](int64_t chunks) {
+      Partials p{chunks,
+                 registryArguments(context, call,
+                                   {{"scratch:partials",
+                                     flat(chunks * dim, f32)}}),
+                 launch};
+      p.launch.buffers.push_back(
+          scratch("dweight_partials", chunks * dim * 4));
+      return p;
+    };
+    // The weight gradient's last launch: a thread per column adds the
+    // partials in order to its start.
+    auto addPartials = [&](const Partials &partials) {
+      const int64_t chunks = partials.chunks;
+      std::array<int64_t, 3> columnGrid{ceilDiv(dim, kRowThreads), 1, 1};
+      std::string dweight = function(
+          "dweight", partials.arguments, columnGrid,
+          kRowThreads, [&](Body &body) {
+            QuantizationEmitter &e = body.e;
+            Value c = body.global(kRowThreads);
+            body.ifThen(body.ult(c, e.cIndex(dim)), [&] {
+              Value accumulate = arith::CmpIOp::create(
+                  body.b, CmpIPredicate::ne, body.arg(9), e.c64(0));
+              Value start = e.select(accumulate, body.load(body.arg(5), c),
+                                     e.cF32(0.0f));
+              Value sum = e.loop(
+                  e.cIndex(0), e.cIndex(chunks), ValueRange{start},
+                  [&](Value k, ValueRange acc) {
+                    return SmallVector<Value>{e.addf(
+                        acc[0],
+                        body.load(body.arg(6),
+                                  e.addIndex(e.mulIndex(k, e.cIndex(dim)),
+                                             c)))};
+                  })[0];
+              body.store(sum, body.arg(5), c);
+            });
+          });
+      add(dweight, columnGrid, kRowThreads, partials.launch);
+    };
+    // One pass where a row fits a warp's registers: a block per
+    // kFusedNormRows rows, a warp per row as below, each of its rows' dy,
+    // weight and x loaded once for both of dx's sums, and the weight
+    // gradient's terms dy * x * rstd summed by each lane for its columns
+    // over the warp's rows in order, then the block's warps in order into
+    // the block's partial sum (through shared memory) — x and dy read once
+    // instead of twice. (A GPU step's rows, its GEMMs' M, are a multiple
+    // of 32; rows past the end are skipped all the same.) On an H100 at
+    // llama_125m's shape 4.87 -> 2.82 ms a step, of which the last
+    // launch's sums of 1,024 partials a column 0.80 (docs/benchmarks.md);
+    // the weight gradient summed in another order than below.
+    const int64_t groupsPerLane = ceilDiv(groups, 32);
+    if (groupsPerLane <= kFusedNormGroups) {
+      const Partials partials = partialsOf(ceilDiv(rows, kFusedNormRows));
+      std::array<int64_t, 3> grid{partials.chunks, 1, 1};
+      std::string fused = function(
+          "rows", partials.arguments, grid, kNormThreads, [&](Body &body) {
+            QuantizationEmitter &e = body.e;
+            Value tid = body.thread();
+            Value lane = arith::RemUIOp::create(body.b, tid, e.cIndex(32));
+            Value warp = arith::DivUIOp::create(body.b, tid, e.cIndex(32));
+            Value firstRow = e.mulIndex(body.block(), e.cIndex(kFusedNormRows));
+            // The lane's groups lane, lane + 32, ...: their first columns
+            // (clamped into the row) and whether each is one of the row's.
+            SmallVector<Value> column, inRow;
+            for (int64_t j = 0; j < groupsPerLane; ++j) {
+              Value g = e.addIndex(lane, e.cIndex(32 * j));
+              inRow.push_back(body.ult(g, e.cIndex(groups)));
+              column.push_back(normColumn(
+                  e, arith::MinUIOp::create(body.b, g, e.cIndex(groups - 1)),
+                  lanes));
+            }
+            SmallVector<SmallVector<Value>> w;
+            for (int64_t j = 0; j < groupsPerLane; ++j)
+              w.push_back(loadLanes(body, body.arg(1), column[j], lanes));
+            SmallVector<Value> zeros(groupsPerLane * lanes, e.cF32(0.0f));
+            SmallVector<Value> sums = body.strided(
+                warp, e.cIndex(kFusedNormRows), kNormRowsPerBlock, zeros,
+                [&](Value r, ValueRange acc) {
+                  Value row = e.addIndex(firstRow, r);
+                  Value real = body.ult(row, e.cIndex(rows));
+                  Value at0 = e.mulIndex(
+                      arith::MinUIOp::create(body.b, row, e.cIndex(rows - 1)),
+                      e.cIndex(dim));
+                  SmallVector<SmallVector<Value>> dy, x;
+                  for (int64_t j = 0; j < groupsPerLane; ++j) {
+                    Value at = e.addIndex(at0, column[j]);
+                    dy.push_back(loadLanes(body, body.arg(3), at, lanes));
+                    x.push_back(loadLanes(body, body.arg(0), at, lanes));
+                  }
+                  // dx's row sum, as the kernel below sums it.
+                  Value gx = e.cF32(0.0f);
+                  for (int64_t j = 0; j < groupsPerLane; ++j) {
+                    Value s = gx;
+                    for (int64_t l = 0; l < lanes; ++l)
+                      s = e.addf(s, e.mulf(e.mulf(dy[j][l], w[j][l]), x[j][l]));
+                    gx = e.select(inRow[j], s, gx);
+                  }
+                  for (int32_t mask = 16; mask >= 1; mask /= 2)
+                    gx = e.addf(gx, body.shuffleXor(gx, mask, 32));
+                  Value scale = body.load(
+                      body.arg(2),
+                      arith::MinUIOp::create(body.b, row, e.cIndex(rows - 1)));
+                  Value correction =
+                      e.divf(e.mulf(e.mulf(e.mulf(scale, scale), scale), gx),
+                             e.cF32(static_cast<float>(dim)));
+                  SmallVector<Value> next(acc);
+                  for (int64_t j = 0; j < groupsPerLane; ++j) {
+                    SmallVector<Value> values;
+                    for (int64_t l = 0; l < lanes; ++l) {
+                      values.push_back(
+                          e.subf(e.mulf(e.mulf(scale, dy[j][l]), w[j][l]),
+                                 e.mulf(correction, x[j][l])));
+                      Value &sum = next[j * lanes + l];
+                      sum = e.select(
+                          e.bitAnd(real, inRow[j]),
+                          e.addf(sum, e.mulf(e.mulf(dy[j][l], x[j][l]), scale)),
+                          sum);
+                    }
+                    body.ifThen(e.bitAnd(real, inRow[j]), [&] {
+                      storeLanes(body, values, body.arg(4),
+                                 e.addIndex(at0, column[j]));
+                    });
+                  }
+                  return next;
+                });
+            // The warps' sums in order: each warp's into its row of shared
+            // memory, then a thread per column adds them.
+            Value staged =
+                body.sharedArray(kNormRowsPerBlock * dim, f32);
+            for (int64_t j = 0; j < groupsPerLane; ++j)
+              body.ifThen(inRow[j], [&] {
+                Value at = e.addIndex(e.mulIndex(warp, e.cIndex(dim)), column[j]);
+                for (int64_t l = 0; l < lanes; ++l)
+                  body.store(sums[j * lanes + l], staged,
+                             e.addIndex(at, e.cIndex(l)));
+              });
+            body.barrier();
+            body.strided(tid, e.cIndex(dim), kNormThreads, {},
+                         [&](Value c, ValueRange) {
+                           Value sum = body.load(staged, c);
+                           for (int64_t k = 1; k < kNormRowsPerBlock; ++k)
+                             sum = e.addf(sum,
+                                          body.load(staged,
+                                                    e.addIndex(c, e.cIndex(k * dim))));
+                           body.store(sum, body.arg(6),
+                                      e.addIndex(e.mulIndex(body.block(),
+                                                            e.cIndex(dim)),
+                                                 c));
+                           return SmallVector<Value>{};
+                         });
+          });
+      add(fused, grid, kNormThreads, partials.launch);
+      addPartials(partials);
+      return success();
+    }
     // dx: the CPU's operations on each element; the row's sum of
     // dy * weight * x in another order (each thread's columns, then the
     // warp's tree).
@@ -934,15 +1102,12 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     // partial; then a thread per column adds the chunks' partials in order
     // to its start (the CPU sums all rows in order: the same sum but for
     // its rounding).
-    const int64_t chunks = ceilDiv(rows, kWeightGradientRows);
-    int partials = scratch("dweight_partials", chunks * dim * 4);
-    auto arguments = registryArguments(
-        context, call, {{"scratch:partials", flat(chunks * dim, f32)}});
-    Launch withScratch = launch;
-    withScratch.buffers.push_back(partials);
-    std::array<int64_t, 3> chunkGrid{ceilDiv(dim, kRowThreads), chunks, 1};
+    const Partials partials = partialsOf(ceilDiv(rows, kWeightGradientRows));
+    std::array<int64_t, 3> chunkGrid{ceilDiv(dim, kRowThreads),
+                                     partials.chunks, 1};
     std::string chunkSums = function(
-        "dweight_chunks", arguments, chunkGrid, kRowThreads, [&](Body &body) {
+        "dweight_chunks", partials.arguments, chunkGrid, kRowThreads,
+        [&](Body &body) {
           QuantizationEmitter &e = body.e;
           Value c = body.global(kRowThreads);
           Value chunk = body.block(gpu::Dimension::y);
@@ -966,30 +1131,8 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                        e.addIndex(e.mulIndex(chunk, e.cIndex(dim)), c));
           });
         });
-    add(chunkSums, chunkGrid, kRowThreads, withScratch);
-    std::array<int64_t, 3> columnGrid{ceilDiv(dim, kRowThreads), 1, 1};
-    std::string dweight = function(
-        "dweight", arguments, columnGrid, kRowThreads, [&](Body &body) {
-          QuantizationEmitter &e = body.e;
-          Value c = body.global(kRowThreads);
-          body.ifThen(body.ult(c, e.cIndex(dim)), [&] {
-            Value accumulate = arith::CmpIOp::create(
-                body.b, CmpIPredicate::ne, body.arg(9), e.c64(0));
-            Value start = e.select(accumulate, body.load(body.arg(5), c),
-                                   e.cF32(0.0f));
-            Value sum = e.loop(e.cIndex(0), e.cIndex(chunks), ValueRange{start},
-                               [&](Value k, ValueRange acc) {
-                                 return SmallVector<Value>{e.addf(
-                                     acc[0],
-                                     body.load(body.arg(6),
-                                               e.addIndex(e.mulIndex(
-                                                              k, e.cIndex(dim)),
-                                                          c)))};
-                               })[0];
-            body.store(sum, body.arg(5), c);
-          });
-        });
-    add(dweight, columnGrid, kRowThreads, withScratch);
+    add(chunkSums, chunkGrid, kRowThreads, partials.launch);
+    addPartials(partials);
     return success();
   }
 
