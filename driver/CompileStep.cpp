@@ -487,9 +487,8 @@ writeResultsAsBF16(schedule::Schedule &plan,
     schedule::Launch replaced = original;
     replaced.buffers[*position] = codes;
     std::vector<schedule::Launch> expanded;
-    if (failed(library.expand(
-            replaced, plan, loc, expanded,
-            conversion::GpuLibraryBuilder::Result::BF16)))
+    if (failed(library.expand(replaced, plan, loc, expanded,
+                              conversion::GpuLibraryBuilder::Result::BF16)))
       return failure();
     if (expanded.size() != 1)
       return emitError(loc) << "'" << original.kernel

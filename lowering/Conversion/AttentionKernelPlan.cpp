@@ -185,8 +185,8 @@ public:
     e.unrollsLoops = true; // constant index arithmetic folds
     Value tid = body.thread();
     lane = arith::RemUIOp::create(body.b, tid, e.cIndex(tile.lanes()));
-    warpRow = e.mulIndex(e.divIndex(tid, tile.lanes()),
-                         e.cIndex(tiling.rowsPerWarp));
+    warpRow =
+        e.mulIndex(e.divIndex(tid, tile.lanes()), e.cIndex(tiling.rowsPerWarp));
     for (int64_t m = 0; m < tiling.rowsPerWarp / 16; ++m)
       tileRows.push_back(e.addIndex(warpRow, e.cIndex(16 * m)));
     for (int64_t r = 0; r < tile.aValues(); ++r)
@@ -338,8 +338,7 @@ private:
     Staged bm = packedBStaging(b, nMajor);
     const int64_t tilesPerSlab = tile.packedK() / tile.tileN();
     for (int64_t slab = 0;
-         slab < static_cast<int64_t>(a.front().size()) / tilesPerSlab;
-         ++slab) {
+         slab < static_cast<int64_t>(a.front().size()) / tilesPerSlab; ++slab) {
       SmallVector<SmallVector<Value>> av(a.size());
       for (auto [m, tiles] : llvm::enumerate(a))
         for (int64_t w = 0; w < tile.packedAWords(); ++w) {
@@ -654,9 +653,8 @@ private:
     storeRows(values, x, b, head, first, stride, factor, warpRow);
   }
   /// The same for the 16 rows from `rows` of the block.
-  void storeRows(const Tiles &values, Value x, Value b, Value head,
-                 Value first, int64_t stride, ArrayRef<Value> factor,
-                 Value rows) {
+  void storeRows(const Tiles &values, Value x, Value b, Value head, Value first,
+                 int64_t stride, ArrayRef<Value> factor, Value rows) {
     for (auto [n, t] : llvm::enumerate(values))
       for (int64_t r = 0; r < tile.cValues(); ++r) {
         auto [row, column] = cAt[r];
@@ -934,11 +932,9 @@ void TiledAttention::forwardRoundedProbabilities() {
             maskedScoresRows(queries, keys, keyFirst, position, first);
         SmallVector<Value> maximum, sum;
         for (int64_t m = 0; m < tiles; ++m) {
-          Online next =
-              online(scores[m],
-                     SmallVector<Value>(carried.slice(m * slots, slots)),
-                     SmallVector<Value>(
-                         carried.slice((tiles + m) * slots, slots)));
+          Online next = online(
+              scores[m], SmallVector<Value>(carried.slice(m * slots, slots)),
+              SmallVector<Value>(carried.slice((tiles + m) * slots, slots)));
           maximum.append(next.maximum);
           sum.append(next.sum);
         }
@@ -1041,8 +1037,7 @@ void TiledAttention::queryGradients() {
     init.append(flatten(zeros(hd)));
   init.append(fetchKeysValues(q, e.cIndex(0)));
   SmallVector<Value> result = body.strided(
-      e.cIndex(0), keyTiles, 1, init,
-      [&](Value kt, ValueRange carried) {
+      e.cIndex(0), keyTiles, 1, init, [&](Value kt, ValueRange carried) {
         SmallVector<Tiles> grads;
         for (int64_t m = 0; m < tiles; ++m)
           grads.push_back(
@@ -1075,9 +1070,9 @@ void TiledAttention::queryGradients() {
       });
   SmallVector<Value> factor(slots, e.cF32(scale));
   for (int64_t m = 0; m < tiles; ++m)
-    storeRows(unflatten(ValueRange(result).slice(m * gradValues, gradValues),
-                        hd),
-              body.arg(6), b, h, first, qStride, factor, tileRows[m]);
+    storeRows(
+        unflatten(ValueRange(result).slice(m * gradValues, gradValues), hd),
+        body.arg(6), b, h, first, qStride, factor, tileRows[m]);
 }
 
 //===----------------------------------------------------------------------===//

@@ -28,8 +28,8 @@
 // tile column with one limit per row, on the tiles the causal diagonal or
 // the sequence's end crosses only (a branch the whole block takes the same
 // way); exp(s scale - m) is one fused
-// multiply-add into exp2. The scale 1/sqrt(head_dim) is the CPU's fp32 value and lse's
-// log the fp64 series of the other kernels; exp is the chip's exp2
+// multiply-add into exp2. The scale 1/sqrt(head_dim) is the CPU's fp32 value
+// and lse's log the fp64 series of the other kernels; exp is the chip's exp2
 // instruction on x log2(e). Results differ from the CPU's by the summation
 // order, that exp (about 2^-22 relative) and the matrix units' products
 // (sm_90a: fp32 products as three TF32 products, hi·hi + hi·lo + lo·hi,

@@ -895,13 +895,12 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
       Launch launch;
     };
     auto partialsOf = [&](int64_t chunks) {
-      Partials p{chunks,
-                 registryArguments(context, call,
-                                   {{"scratch:partials",
-                                     flat(chunks * dim, f32)}}),
-                 launch};
-      p.launch.buffers.push_back(
-          scratch("dweight_partials", chunks * dim * 4));
+      Partials p{
+          chunks,
+          registryArguments(context, call,
+                            {{"scratch:partials", flat(chunks * dim, f32)}}),
+          launch};
+      p.launch.buffers.push_back(scratch("dweight_partials", chunks * dim * 4));
       return p;
     };
     // The weight gradient's last launch: a thread per column adds the
@@ -910,23 +909,23 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
       const int64_t chunks = partials.chunks;
       std::array<int64_t, 3> columnGrid{ceilDiv(dim, kRowThreads), 1, 1};
       std::string dweight = function(
-          "dweight", partials.arguments, columnGrid,
-          kRowThreads, [&](Body &body) {
+          "dweight", partials.arguments, columnGrid, kRowThreads,
+          [&](Body &body) {
             QuantizationEmitter &e = body.e;
             Value c = body.global(kRowThreads);
             body.ifThen(body.ult(c, e.cIndex(dim)), [&] {
               Value accumulate = arith::CmpIOp::create(
                   body.b, CmpIPredicate::ne, body.arg(9), e.c64(0));
-              Value start = e.select(accumulate, body.load(body.arg(5), c),
-                                     e.cF32(0.0f));
+              Value start =
+                  e.select(accumulate, body.load(body.arg(5), c), e.cF32(0.0f));
               Value sum = e.loop(
                   e.cIndex(0), e.cIndex(chunks), ValueRange{start},
                   [&](Value k, ValueRange acc) {
                     return SmallVector<Value>{e.addf(
                         acc[0],
-                        body.load(body.arg(6),
-                                  e.addIndex(e.mulIndex(k, e.cIndex(dim)),
-                                             c)))};
+                        body.load(
+                            body.arg(6),
+                            e.addIndex(e.mulIndex(k, e.cIndex(dim)), c)))};
                   })[0];
               body.store(sum, body.arg(5), c);
             });
@@ -1021,29 +1020,28 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                 });
             // The warps' sums in order: each warp's into its row of shared
             // memory, then a thread per column adds them.
-            Value staged =
-                body.sharedArray(kNormRowsPerBlock * dim, f32);
+            Value staged = body.sharedArray(kNormRowsPerBlock * dim, f32);
             for (int64_t j = 0; j < groupsPerLane; ++j)
               body.ifThen(inRow[j], [&] {
-                Value at = e.addIndex(e.mulIndex(warp, e.cIndex(dim)), column[j]);
+                Value at =
+                    e.addIndex(e.mulIndex(warp, e.cIndex(dim)), column[j]);
                 for (int64_t l = 0; l < lanes; ++l)
                   body.store(sums[j * lanes + l], staged,
                              e.addIndex(at, e.cIndex(l)));
               });
             body.barrier();
-            body.strided(tid, e.cIndex(dim), kNormThreads, {},
-                         [&](Value c, ValueRange) {
-                           Value sum = body.load(staged, c);
-                           for (int64_t k = 1; k < kNormRowsPerBlock; ++k)
-                             sum = e.addf(sum,
-                                          body.load(staged,
-                                                    e.addIndex(c, e.cIndex(k * dim))));
-                           body.store(sum, body.arg(6),
-                                      e.addIndex(e.mulIndex(body.block(),
-                                                            e.cIndex(dim)),
-                                                 c));
-                           return SmallVector<Value>{};
-                         });
+            body.strided(
+                tid, e.cIndex(dim), kNormThreads, {}, [&](Value c, ValueRange) {
+                  Value sum = body.load(staged, c);
+                  for (int64_t k = 1; k < kNormRowsPerBlock; ++k)
+                    sum = e.addf(
+                        sum,
+                        body.load(staged, e.addIndex(c, e.cIndex(k * dim))));
+                  body.store(
+                      sum, body.arg(6),
+                      e.addIndex(e.mulIndex(body.block(), e.cIndex(dim)), c));
+                  return SmallVector<Value>{};
+                });
           });
       add(fused, grid, kNormThreads, partials.launch);
       addPartials(partials);
@@ -1103,8 +1101,8 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     // to its start (the CPU sums all rows in order: the same sum but for
     // its rounding).
     const Partials partials = partialsOf(ceilDiv(rows, kWeightGradientRows));
-    std::array<int64_t, 3> chunkGrid{ceilDiv(dim, kRowThreads),
-                                     partials.chunks, 1};
+    std::array<int64_t, 3> chunkGrid{ceilDiv(dim, kRowThreads), partials.chunks,
+                                     1};
     std::string chunkSums = function(
         "dweight_chunks", partials.arguments, chunkGrid, kRowThreads,
         [&](Body &body) {
@@ -1698,42 +1696,41 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     auto storeGradients = [&](Body &body, Value row, Value column,
                               Value logits) {
       QuantizationEmitter &e = body.e;
-      Value factor = body.toF32(
-          e.divf(body.toF64(body.load(body.arg(3), e.cIndex(0))),
-                 body.cF64(static_cast<double>(rows))));
+      Value factor =
+          body.toF32(e.divf(body.toF64(body.load(body.arg(3), e.cIndex(0))),
+                            body.cF64(static_cast<double>(rows))));
       Value lse = body.load(body.arg(2), row);
       Value target = body.index(body.load(body.arg(1), row));
       Value first = e.addIndex(e.mulIndex(row, e.cIndex(vocab)), column);
       SmallVector<Value> gradients;
       for (int64_t l = 0; l < lanes; ++l) {
-        Value value = e.mulf(
-            e.fastExp(e.subf(vector::ExtractOp::create(body.b, logits,
-                                                       ArrayRef<int64_t>{l}),
-                             lse)),
-            factor);
+        Value value =
+            e.mulf(e.fastExp(e.subf(vector::ExtractOp::create(
+                                        body.b, logits, ArrayRef<int64_t>{l}),
+                                    lse)),
+                   factor);
         Value isTarget = arith::CmpIOp::create(
-            body.b, CmpIPredicate::eq, e.addIndex(column, e.cIndex(l)),
-            target);
+            body.b, CmpIPredicate::eq, e.addIndex(column, e.cIndex(l)), target);
         gradients.push_back(e.select(isTarget, e.subf(value, factor), value));
       }
       if (!resultAsBF16) {
-        vector::StoreOp::create(
-            body.b,
-            vector::FromElementsOp::create(body.b, vectorOf(f32, lanes),
-                                           gradients),
-            body.arg(4), ValueRange{first}, /*nontemporal=*/false,
-            body.b.getI64IntegerAttr(4 * lanes));
+        vector::StoreOp::create(body.b,
+                                vector::FromElementsOp::create(
+                                    body.b, vectorOf(f32, lanes), gradients),
+                                body.arg(4), ValueRange{first},
+                                /*nontemporal=*/false,
+                                body.b.getI64IntegerAttr(4 * lanes));
         return;
       }
       SmallVector<Value> words;
       for (int64_t w = 0; w < lanes / 2; ++w)
         words.push_back(e.bf16Pair(gradients[2 * w], gradients[2 * w + 1]));
-      vector::StoreOp::create(
-          body.b,
-          vector::FromElementsOp::create(body.b, vectorOf(e.i32(), lanes / 2),
-                                         words),
-          body.arg(4), ValueRange{e.divIndex(first, 2)},
-          /*nontemporal=*/false, body.b.getI64IntegerAttr(2 * lanes));
+      vector::StoreOp::create(body.b,
+                              vector::FromElementsOp::create(
+                                  body.b, vectorOf(e.i32(), lanes / 2), words),
+                              body.arg(4), ValueRange{e.divIndex(first, 2)},
+                              /*nontemporal=*/false,
+                              body.b.getI64IntegerAttr(2 * lanes));
     };
     // Rows [firstRow, firstRow + count), a block per (row, columns).
     auto rowRange = [&](const std::string &variant, int64_t firstRow,
@@ -1744,11 +1741,11 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           [&](Body &body) {
             QuantizationEmitter &e = body.e;
             Value row = e.addIndex(body.block(), e.cIndex(firstRow));
-            Value column = e.mulIndex(
-                e.addIndex(e.mulIndex(body.block(gpu::Dimension::y),
-                                      e.cIndex(threads)),
-                           body.thread()),
-                e.cIndex(lanes));
+            Value column =
+                e.mulIndex(e.addIndex(e.mulIndex(body.block(gpu::Dimension::y),
+                                                 e.cIndex(threads)),
+                                      body.thread()),
+                           e.cIndex(lanes));
             body.ifThen(body.ult(column, e.cIndex(vocab)), [&] {
               storeGradients(body, row, column, logitsAt(body, row, column));
             });
@@ -1781,18 +1778,17 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           body.strided(
               e.cIndex(0), e.cIndex(columnBlocks), 1, ValueRange{},
               [&](Value piece, ValueRange) {
-                Value column = e.mulIndex(
-                    e.addIndex(e.mulIndex(piece, e.cIndex(threads)),
-                               body.thread()),
-                    e.cIndex(lanes));
-                Value logits = logitsAt(
-                    body, row,
-                    arith::MinUIOp::create(body.b, column,
-                                           e.cIndex(vocab - lanes)));
+                Value column =
+                    e.mulIndex(e.addIndex(e.mulIndex(piece, e.cIndex(threads)),
+                                          body.thread()),
+                               e.cIndex(lanes));
+                Value logits =
+                    logitsAt(body, row,
+                             arith::MinUIOp::create(body.b, column,
+                                                    e.cIndex(vocab - lanes)));
                 body.barrier();
-                body.ifThen(body.ult(column, e.cIndex(vocab)), [&] {
-                  storeGradients(body, row, column, logits);
-                });
+                body.ifThen(body.ult(column, e.cIndex(vocab)),
+                            [&] { storeGradients(body, row, column, logits); });
                 return SmallVector<Value>{};
               });
         });

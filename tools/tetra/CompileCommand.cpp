@@ -142,8 +142,7 @@ std::string manifestOf(const std::vector<GpuKernelCode> &kernels,
 int writeStepBundle(mlir::MLIRContext &context,
                     const llvm::SourceMgr &sourceMgr,
                     const LoadedInputs &inputs, Target target,
-                    int64_t blockTile,
-                    const std::vector<std::string> &settings,
+                    int64_t blockTile, const std::vector<std::string> &settings,
                     const std::string &output) {
   const frontend::RunConfig &run = *inputs.run;
   std::vector<std::string> files = {run.modelPath, run.path};
@@ -349,7 +348,8 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
         return usageError(std::string(arg) + " takes a value");
       (arg == "-o" ? output : targetText) = std::string(args[++i]);
     } else if (arg == "--set") {
-      if (i + 1 == args.size() || args[i + 1].find('=') == std::string_view::npos)
+      if (i + 1 == args.size() ||
+          args[i + 1].find('=') == std::string_view::npos)
         return usageError("--set takes KEY=VALUE (--set recompute=layers)");
       settings.emplace_back(args[++i]);
     } else if (!arg.empty() && arg[0] == '-') {
@@ -375,9 +375,8 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
 
   llvm::SourceMgr sourceMgr;
   DiagnosticEngine diags(sourceMgr);
-  std::optional<LoadedInputs> inputs =
-      loadInputs(diags, files, emit, "tetra compile", "--target=" + targetText,
-                 settings);
+  std::optional<LoadedInputs> inputs = loadInputs(
+      diags, files, emit, "tetra compile", "--target=" + targetText, settings);
   if (!inputs)
     return 1;
   mlir::MLIRContext context;
@@ -450,7 +449,8 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
 void tetra::driver::printCompileHelp() {
   std::printf(
       "USAGE: tetra compile --target=T RUN.tetra [POLICY.tetra] -o DIR\n"
-      "       tetra compile --kernels --target=T RUN.tetra [POLICY.tetra] -o DIR\n"
+      "       tetra compile --kernels --target=T RUN.tetra [POLICY.tetra] -o "
+      "DIR\n"
       "       tetra compile --target=T MODEL.tetra POLICY.tetra -o DIR\n"
       "\n"
       "Compiles for target T and writes a bundle directory DIR that runs\n"

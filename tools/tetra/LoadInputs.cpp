@@ -10,12 +10,10 @@ using namespace tetra;
 using namespace tetra::frontend;
 using namespace tetra::driver;
 
-std::optional<LoadedInputs>
-tetra::driver::loadInputs(DiagnosticEngine &diags,
-                          const std::vector<std::string> &files,
-                          EmitOptions emit, const std::string &command,
-                          const std::string &needsModel,
-                          const std::vector<std::string> &overrides) {
+std::optional<LoadedInputs> tetra::driver::loadInputs(
+    DiagnosticEngine &diags, const std::vector<std::string> &files,
+    EmitOptions emit, const std::string &command, const std::string &needsModel,
+    const std::vector<std::string> &overrides) {
   std::string modelPath, policyPath;
   std::optional<RunConfig> run;
   for (const std::string &file : files) {

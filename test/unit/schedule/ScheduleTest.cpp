@@ -124,7 +124,6 @@ TEST(MemoryPlan, InPlaceOutputTakesItsDyingInput) {
   EXPECT_FALSE(static_cast<bool>(validate(undeclared)));
 }
 
-
 /// A pair declared in place by a run of launches (the GPU's cross-entropy
 /// gradient written over its logits in row ranges): the output, half the
 /// input's size, is placed on it where every launch from the output's
