@@ -13,8 +13,11 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Diagnostics.h"
 
 #include <functional>
+#include <set>
+#include <string>
 
 using namespace mlir;
 using namespace tetra;
@@ -2092,9 +2095,41 @@ LogicalResult tetra::conversion::lowerGemmKernels(
     ModuleOp module, function_ref<LogicalResult(KernelOp)> lowerKernel) {
   SmallVector<KernelOp> kernels;
   module.walk([&](KernelOp kernel) { kernels.push_back(kernel); });
+  // A model's layers repeat their GEMMs at one source line: an error is
+  // reported once per source place and text (the GEMM's name aside), the
+  // rest counted — not once per layer (a batch of 304 tokens made 600
+  // lines of the same few errors).
+  std::set<std::pair<std::string, std::string>> reported;
+  int64_t repeated = 0;
   bool failed = false;
-  for (KernelOp kernel : kernels)
-    failed |= mlir::failed(lowerKernel(kernel));
+  {
+    ScopedDiagnosticHandler handler(
+        module.getContext(), [&](Diagnostic &diagnostic) -> LogicalResult {
+          if (diagnostic.getSeverity() != DiagnosticSeverity::Error)
+            return failure(); // not this handler's: the next one's
+          Location place = diagnostic.getLocation();
+          while (auto named = dyn_cast<NameLoc>(place))
+            place = named.getChildLoc();
+          std::string where, text = diagnostic.str();
+          llvm::raw_string_ostream(where) << place;
+          // "GEMM 'layers.3.mlp.up.fprop' cannot ..." without the name.
+          if (size_t name = text.find("' cannot be compiled for ");
+              llvm::StringRef(text).starts_with("GEMM '") &&
+              name != std::string::npos)
+            text.erase(0, name);
+          if (reported.insert({where, text}).second)
+            return failure();
+          ++repeated;
+          return success();
+        });
+    for (KernelOp kernel : kernels)
+      failed |= mlir::failed(lowerKernel(kernel));
+  }
+  if (repeated > 0)
+    emitError(kernels.front().getLoc())
+        << repeated << " more GEMM" << (repeated == 1 ? "" : "s")
+        << " (the model's other layers) refused for the same reason at the "
+           "same place as one above";
   if (failed)
     return failure();
   module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
