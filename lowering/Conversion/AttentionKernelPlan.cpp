@@ -113,20 +113,26 @@ tetra::conversion::tileAttention(const AttentionMatrixTile &tile,
   //
   // At head_dim 64 the forward and dQ warps own 32 rows each (two tiles
   // of the instruction: each fragment of the other side loaded once for
-  // both) in blocks of 4 warps, two a multiprocessor: on an H100 the
-  // forward 9.69 -> 8.63 ms and dQ 7.41 -> 5.93 ms a step of 12 launches
-  // against 16 rows a warp (8 warps, two blocks, ptxas fitting 128
-  // registers a thread; docs/benchmarks.md). ptxas takes 255 and 246
-  // registers; the forward spills 60 bytes, as it spilled 72 before. 256
-  // rows of 8 such warps (one block) measured between the two (9.02 and
-  // 6.73 ms); with an inner step of 64, dQ spills 324 bytes. dK and dV
-  // keep 16 rows a warp: two 32 x head_dim accumulators a warp would
+  // both) in blocks of 4 warps, two a multiprocessor, the forward's inner
+  // step 32: on an H100 the forward 9.69 -> 8.63 ms and dQ 7.41 -> 5.93 ms
+  // a step of 12 launches against 16 rows a warp (8 warps, two blocks,
+  // ptxas fitting 128 registers a thread; one call), then the forward's
+  // inner step 64 -> 32 8.66 -> 8.33 ms (another; docs/benchmarks.md). ptxas takes 236 and 246 registers, no spills.
+  // Measured slower: 256 rows of 8 such warps (one block: 9.02 and 6.73
+  // ms); three blocks a multiprocessor (ptxas's 168 registers: the forward
+  // 8.58 ms, spilling 32 bytes; dQ 6.98 with an inner step of 16); dQ with
+  // an inner step of 16 in two blocks, 7.39 (64 spills 324 bytes). dK and
+  // dV keep 16 rows a warp: two 32 x head_dim accumulators a warp would
   // spill. At a larger head_dim every pass keeps 16 rows a warp (its
   // accumulators twice the registers).
   if (packs) {
-    const int64_t inner = pass == AttentionPass::QueryGradients ? 32 : 64;
     const bool small = shape.headDim <= 64;
     const bool queryRows = pass != AttentionPass::KeyValueGradients;
+    const int64_t inner =
+        pass == AttentionPass::QueryGradients ||
+                (pass == AttentionPass::Forward && small)
+            ? 32
+            : 64;
     AttentionTiling tiling{128, inner, small && queryRows ? 2 : 0,
                            small && queryRows ? 32 : 16};
     if (fits(tiling, tile.packedSharedBytes()))
