@@ -12,7 +12,8 @@ overstates the small ones. This reads the durations the GPU measured instead:
 The last launches of the capture (as many as the bundle's schedule has: the
 profiled step; the warm-up step comes before it) must be the schedule's, in
 its order; each is filed under the family `tetra-run --profile` uses, with
-the bytes its buffers hold (each buffer once) and the rate that gives.
+the bytes its buffers hold (each buffer once; a run of launches of one
+family over the same buffers once) and the rate that gives.
 """
 import csv
 import io
@@ -53,6 +54,7 @@ def main(bundle, capture):
     rows = rows[-len(launches):]
     table = {}
     total = 0.0
+    previous = None
     for launch, row in zip(launches, rows):
         name = row["Kernel Name"].split("(")[0].strip()
         if name != launch["kernel"]:
@@ -62,16 +64,23 @@ def main(bundle, capture):
         scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3,
                  "ms": 1.0, "msecond": 1.0}[unit]
         ms = float(row["Metric Value"].replace(",", "")) * scale
-        size = sum(math.prod(buffers[b]["shape"]) * 4 for b in launch["buffers"])
-        entry = table.setdefault(family(launch["kernel"]), [0, 0.0, 0])
+        # A run of launches of one family over the same buffers (the
+        # cross-entropy gradient's row ranges) moves those bytes once.
+        name = family(launch["kernel"])
+        same = previous == (name, launch["buffers"])
+        previous = (name, launch["buffers"])
+        size = 0 if same else sum(math.prod(buffers[b]["shape"]) * 4
+                                  for b in launch["buffers"])
+        entry = table.setdefault(name, [0, 0.0, 0])
         entry[0] += 1
         entry[1] += ms
         entry[2] += size
         total += ms
-    print(f"{'kernel family':32s} {'launches':>8s} {'ms':>9s} {'share':>6s} "
-          f"{'GB':>8s} {'TB/s':>6s}")
+    width = max(len("kernel family"), *map(len, table))
+    print(f"{'kernel family':{width}s} {'launches':>8s} {'ms':>9s} "
+          f"{'share':>6s} {'GB':>8s} {'TB/s':>6s}")
     for name, (count, ms, size) in sorted(table.items(), key=lambda x: -x[1][1]):
-        print(f"{name:32s} {count:8d} {ms:9.3f} {100 * ms / total:5.1f}% "
+        print(f"{name:{width}s} {count:8d} {ms:9.3f} {100 * ms / total:5.1f}% "
               f"{size / 1e9:8.2f} {size / 1e9 / ms:6.2f}")
     print(f"{bundle}: one step, {len(launches)} launches, {total:.3f} ms of "
           f"kernel time (Nsight Compute's durations, no gaps)")
