@@ -117,7 +117,8 @@ tetra::conversion::tileAttention(const AttentionMatrixTile &tile,
   // step 32: on an H100 the forward 9.69 -> 8.63 ms and dQ 7.41 -> 5.93 ms
   // a step of 12 launches against 16 rows a warp (8 warps, two blocks,
   // ptxas fitting 128 registers a thread; one call), then the forward's
-  // inner step 64 -> 32 8.66 -> 8.33 ms (another; docs/benchmarks.md). ptxas takes 236 and 246 registers, no spills.
+  // inner step 64 -> 32 8.66 -> 8.33 ms (another; docs/benchmarks.md).
+  // ptxas takes 236 and 246 registers, no spills.
   // Measured slower: 256 rows of 8 such warps (one block: 9.02 and 6.73
   // ms); three blocks a multiprocessor (ptxas's 168 registers: the forward
   // 8.58 ms, spilling 32 bytes; dQ 6.98 with an inner step of 16); dQ with
@@ -587,11 +588,11 @@ private:
       multiplyPackedTilesRows(acc, av, bm, k0, transposed);
     }
   }
-  /// acc[n] += av B[n-tile n], B's k-slab at k0 of `bm` ([n][k] BF16, or
-  /// `transposed` [k][n]): two n-tiles a matrix load where the chip has
-  /// one (a transposing one: always; head_dim is a multiple of 16).
-  /// The same for each of a warp's row tiles: acc[m][n] += av[m] B[n-tile
-  /// n], each of B's fragments loaded once for all of them.
+  /// acc[m][n] += av[m] B[n-tile n] for each of a warp's row tiles m, B's
+  /// k-slab at k0 of `bm` ([n][k] BF16, or `transposed` [k][n]), each of
+  /// its fragments loaded once for all of them: two n-tiles a matrix load
+  /// where the chip has one (a transposing one: always; head_dim is a
+  /// multiple of 16).
   void multiplyPackedTilesRows(MutableArrayRef<Tiles> acc,
                                ArrayRef<SmallVector<Value>> av, Staged bm,
                                int64_t k0, bool transposed) {

@@ -7,7 +7,7 @@
 //
 //   forward    a block per (rows-tile of queries, batch x head); its warps
 //              (waves) own 16 query rows each (32 on packed BF16
-//              tiles). Over the causal key tiles:
+//              tiles up to head_dim 64, as dQ's). Over the causal key tiles:
 //              S = Q K^T on the matrix units, scaled, masked; the running
 //              row maximum and exponential sum (online softmax, the row
 //              statistics combined across the lanes that hold a row by xor
@@ -226,8 +226,9 @@ struct AttentionTiling {
   /// or 0: as the registers the chip's compiler takes allow.
   int64_t blocksPerMultiprocessor = 0;
   /// A warp's rows: 16, one tile of the matrix instruction; or, for the
-  /// forward on packed BF16 tiles, 32 — two tiles whose products load each
-  /// of the other side's fragments once (FlashAttention-2's warp tile).
+  /// forward and dQ on packed BF16 tiles (tileAttention), 32 — two tiles
+  /// whose products load each of the other side's fragments once
+  /// (FlashAttention-2's warp tile).
   int64_t rowsPerWarp = 16;
   int64_t warps() const { return rows / rowsPerWarp; }
 };

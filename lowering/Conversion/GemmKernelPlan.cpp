@@ -2128,8 +2128,8 @@ LogicalResult tetra::conversion::lowerGemmKernels(
   if (repeated > 0)
     emitError(kernels.front().getLoc())
         << repeated << " more GEMM" << (repeated == 1 ? "" : "s")
-        << " (the model's other layers) refused for the same reason at the "
-           "same place as one above";
+        << " (other layers', or another role of one linear) refused for the "
+           "same reason at the same place as one above";
   if (failed)
     return failure();
   module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),

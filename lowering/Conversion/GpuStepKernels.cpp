@@ -887,6 +887,22 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
   if (name == "rmsnorm.backward") {
     const int64_t rows = call.integer(0), dim = call.integer(1);
     const int64_t lanes = normLanes(dim), groups = dim / lanes;
+    // The CPU's operations on each element, one definition for both ways
+    // below: a term of dx's row sum, dx's correction rstd^3 sum / dim, an
+    // element of dx, and a term of the weight gradient.
+    auto dxRowTerm = [](QuantizationEmitter &e, Value dy, Value w, Value x) {
+      return e.mulf(e.mulf(dy, w), x);
+    };
+    auto dxCorrection = [dim](QuantizationEmitter &e, Value scale, Value sum) {
+      return e.divf(e.mulf(e.mulf(e.mulf(scale, scale), scale), sum),
+                    e.cF32(static_cast<float>(dim)));
+    };
+    auto dxOf = [](QuantizationEmitter &e, Value scale, Value dy, Value w,
+                   Value correction, Value x) {
+      return e.subf(e.mulf(e.mulf(scale, dy), w), e.mulf(correction, x));
+    };
+    auto weightTerm = [](QuantizationEmitter &e, Value dy, Value x,
+                         Value scale) { return e.mulf(e.mulf(dy, x), scale); };
     // The weight gradient's partial sums over `chunks` chunks of rows (a
     // scratch buffer, the launch's last argument).
     struct Partials {
@@ -987,7 +1003,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                   for (int64_t j = 0; j < groupsPerLane; ++j) {
                     Value s = gx;
                     for (int64_t l = 0; l < lanes; ++l)
-                      s = e.addf(s, e.mulf(e.mulf(dy[j][l], w[j][l]), x[j][l]));
+                      s = e.addf(s, dxRowTerm(e, dy[j][l], w[j][l], x[j][l]));
                     gx = e.select(inRow[j], s, gx);
                   }
                   for (int32_t mask = 16; mask >= 1; mask /= 2)
@@ -995,20 +1011,17 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                   Value scale = body.load(
                       body.arg(2),
                       arith::MinUIOp::create(body.b, row, e.cIndex(rows - 1)));
-                  Value correction =
-                      e.divf(e.mulf(e.mulf(e.mulf(scale, scale), scale), gx),
-                             e.cF32(static_cast<float>(dim)));
+                  Value correction = dxCorrection(e, scale, gx);
                   SmallVector<Value> next(acc);
                   for (int64_t j = 0; j < groupsPerLane; ++j) {
                     SmallVector<Value> values;
                     for (int64_t l = 0; l < lanes; ++l) {
-                      values.push_back(
-                          e.subf(e.mulf(e.mulf(scale, dy[j][l]), w[j][l]),
-                                 e.mulf(correction, x[j][l])));
+                      values.push_back(dxOf(e, scale, dy[j][l], w[j][l],
+                                            correction, x[j][l]));
                       Value &sum = next[j * lanes + l];
                       sum = e.select(
                           e.bitAnd(real, inRow[j]),
-                          e.addf(sum, e.mulf(e.mulf(dy[j][l], x[j][l]), scale)),
+                          e.addf(sum, weightTerm(e, dy[j][l], x[j][l], scale)),
                           sum);
                     }
                     body.ifThen(e.bitAnd(real, inRow[j]), [&] {
@@ -1074,22 +1087,20 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                   Terms t = termsOf(g);
                   Value s = acc[0];
                   for (int64_t l = 0; l < lanes; ++l)
-                    s = e.addf(s, e.mulf(e.mulf(t.dy[l], t.w[l]), t.x[l]));
+                    s = e.addf(s, dxRowTerm(e, t.dy[l], t.w[l], t.x[l]));
                   return SmallVector<Value>{s};
                 })[0];
             for (int32_t mask = 16; mask >= 1; mask /= 2)
               gx = e.addf(gx, body.shuffleXor(gx, mask, 32));
             Value scale = body.load(body.arg(2), row);
-            Value correction =
-                e.divf(e.mulf(e.mulf(e.mulf(scale, scale), scale), gx),
-                       e.cF32(static_cast<float>(dim)));
+            Value correction = dxCorrection(e, scale, gx);
             body.strided(lane, e.cIndex(groups), 32, {},
                          [&](Value g, ValueRange) {
               Terms t = termsOf(g);
               SmallVector<Value> values;
               for (int64_t l = 0; l < lanes; ++l)
-                values.push_back(e.subf(e.mulf(e.mulf(scale, t.dy[l]), t.w[l]),
-                                        e.mulf(correction, t.x[l])));
+                values.push_back(
+                    dxOf(e, scale, t.dy[l], t.w[l], correction, t.x[l]));
               storeLanes(body, values, body.arg(4), t.at);
               return SmallVector<Value>{};
             });
@@ -1118,9 +1129,9 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                                [&](Value r, ValueRange acc) {
                                  Value at = e.addIndex(
                                      e.mulIndex(r, e.cIndex(dim)), c);
-                                 Value term = e.mulf(
-                                     e.mulf(body.load(body.arg(3), at),
-                                            body.load(body.arg(0), at)),
+                                 Value term = weightTerm(
+                                     e, body.load(body.arg(3), at),
+                                     body.load(body.arg(0), at),
                                      body.load(body.arg(2), r));
                                  return SmallVector<Value>{
                                      e.addf(acc[0], term)};

@@ -64,6 +64,13 @@ JsonValue JsonValue::array() {
   return result;
 }
 
+JsonValue JsonValue::strings(const std::vector<std::string> &values) {
+  JsonValue result = array();
+  for (const std::string &value : values)
+    result.push(string(value));
+  return result;
+}
+
 JsonValue JsonValue::object() {
   JsonValue result;
   result.kind_ = Kind::Object;

@@ -43,6 +43,8 @@ public:
   static JsonValue integer(int64_t value);
   static JsonValue string(std::string value);
   static JsonValue array();
+  /// An array of these strings.
+  static JsonValue strings(const std::vector<std::string> &values);
   static JsonValue object();
 
   Kind kind() const { return kind_; }

@@ -220,12 +220,8 @@ int writeStepBundle(mlir::MLIRContext &context,
   manifest.set("model", io::JsonValue::string(inputs.model.name));
   manifest.set("policy", io::JsonValue::string(inputs.policy->name));
   manifest.set("run", io::JsonValue::string(run.name));
-  if (!settings.empty()) { // the run file's settings it was compiled with
-    io::JsonValue changed = io::JsonValue::array();
-    for (const std::string &setting : settings)
-      changed.push(io::JsonValue::string(setting));
-    manifest.set("settings", std::move(changed));
-  }
+  if (!settings.empty()) // the run file's settings it was compiled with
+    manifest.set("settings", io::JsonValue::strings(settings));
   io::JsonValue code = io::JsonValue::array();
   std::vector<std::string> checked = {"manifest.json", "schedule.json",
                                       "run_plan.json", "reference.json"};
@@ -449,8 +445,7 @@ int tetra::driver::compileMain(const std::vector<std::string_view> &args) {
 void tetra::driver::printCompileHelp() {
   std::printf(
       "USAGE: tetra compile --target=T RUN.tetra [POLICY.tetra] -o DIR\n"
-      "       tetra compile --kernels --target=T RUN.tetra [POLICY.tetra] -o "
-      "DIR\n"
+      "       tetra compile --kernels --target=T RUN.tetra [POLICY.tetra] -o DIR\n"
       "       tetra compile --target=T MODEL.tetra POLICY.tetra -o DIR\n"
       "\n"
       "Compiles for target T and writes a bundle directory DIR that runs\n"
