@@ -272,19 +272,26 @@ std::vector<int> keepLaunches(schedule::Schedule &plan,
 
 /// Drops each GEMM operand launch (a kernel's "__lhs...", "__rhs..."
 /// launches: they read the operand and write only buffers of their own)
-/// that repeats an earlier one of the same phase (forward, or what follows
-/// it: sharing across would keep the forward's copy alive until the
-/// backward) — the same code (`codeName`), grid, scalars and read buffers,
-/// none of them written in between — and points the later launches at the
-/// earlier one's results: the activation that feeds wq, wk and wv (or gate
-/// and up) is rotated and quantized once per role, not once per linear,
-/// and an output gradient rounded to BF16 once for its Dgrad and Wgrad.
-/// Code that depends on the linear (a stochastic-rounding stream's id)
-/// differs, so its launches are never shared. Returns, for each position
-/// 0..n of the old launch list, the number of kept launches before it.
+/// that repeats an earlier one — the same code (`codeName`), grid, scalars
+/// and read buffers, none of them written in between — and points the
+/// later launches at the earlier one's results: the activation that feeds
+/// wq, wk and wv (or gate and up) is rotated and quantized once per role,
+/// not once per linear, and an output gradient rounded to BF16 once for
+/// its Dgrad and Wgrad. Code that depends on the linear (a
+/// stochastic-rounding stream's id) differs, so its launches are never
+/// shared. Sharing a forward launch's results with the backward keeps
+/// them alive until then, so a launch after the forward shares only with
+/// its own phase, unless what it reads is a temporary that nothing but
+/// operand launches reads (kept for a Wgrad, as under `recompute = none`:
+/// its codes are kept instead, and the tensor dies in the forward — or is
+/// never written, writeResultsAsBF16) or, with `keepForwardCodes`, a
+/// parameter (the weights' codes kept from the Fprop for the Dgrad).
+/// Returns, for each position 0..n of the old launch list, the number of
+/// kept launches before it.
 std::vector<int>
 shareRepeatedOperandLaunches(schedule::Schedule &plan, int forwardEnd,
-                             const std::map<std::string, std::string> &codeName) {
+                             const std::map<std::string, std::string> &codeName,
+                             bool keepForwardCodes) {
   std::vector<schedule::Launch> &launches = plan.launches;
   const int count = static_cast<int>(launches.size());
   auto isOperandLaunch = [](const schedule::Launch &launch) {
@@ -298,12 +305,15 @@ shareRepeatedOperandLaunches(schedule::Schedule &plan, int forwardEnd,
   // may only be named by GEMM launches (which read it) after its producer.
   std::vector<int> producer(plan.buffers.size(), -1);
   std::vector<int> lastForeignUse(plan.buffers.size(), -1);
+  std::vector<bool> operandReadersOnly(plan.buffers.size(), true);
   for (int l = 0; l < count; ++l)
     for (int buffer : launches[l].buffers) {
       if (producer[buffer] < 0)
         producer[buffer] = l;
       else if (launches[l].kernel.find("__") == std::string::npos)
         lastForeignUse[buffer] = l;
+      if (producer[buffer] != l && !isOperandLaunch(launches[l]))
+        operandReadersOnly[buffer] = false;
     }
   auto producedBy = [&](int buffer, int l) {
     return producer[buffer] == l &&
@@ -321,9 +331,18 @@ shareRepeatedOperandLaunches(schedule::Schedule &plan, int forwardEnd,
     if (!isOperandLaunch(launch))
       continue;
     // The key: phase, code, grid, scalars, and each read buffer by position.
+    bool withForward = l < forwardEnd;
+    for (int buffer : launch.buffers) {
+      schedule::BufferRole role = plan.buffers[buffer].role;
+      if (!producedBy(buffer, l) &&
+          ((role == schedule::BufferRole::Temporary &&
+            operandReadersOnly[buffer]) ||
+           (role == schedule::BufferRole::Parameter && keepForwardCodes)))
+        withForward = true;
+    }
     auto code = codeName.find(launch.kernel);
     std::string key = fmt::format(
-        "{} {}", l < forwardEnd ? "forward" : "after",
+        "{} {}", withForward ? "forward" : "after",
         code != codeName.end() ? code->second : launch.kernel);
     for (int d = 0; d < 3; ++d)
       key +=
@@ -768,8 +787,10 @@ FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
   // Then an operand quantized the same way for two GEMMs, once; a rounded
   // operand written by its producer where it can; a sum by the writer of
   // one of its terms.
-  renumber(shareRepeatedOperandLaunches(*plan, newEnds[0],
-                                        operandCodeNames(*module)));
+  renumber(shareRepeatedOperandLaunches(
+      *plan, newEnds[0], operandCodeNames(*module),
+      /*keepForwardCodes=*/options.schedule.recompute ==
+          schedule::Recompute::None));
   FailureOr<std::vector<int>> keptBefore =
       writeResultsAsBF16(*plan, reference, firstLaunch, library, *module, loc);
   if (failed(keptBefore))

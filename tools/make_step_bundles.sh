@@ -5,8 +5,10 @@
 # head_dim at a small shape for the kernel checks, and the 125M benchmark
 # shape (bench/train_125m_h200.tetra) under BENCH_POLICIES (default
 # bf16_attention_bf16 fp4_all_hadamard_attention_bf16; bench/policies/),
-# and again with recompute = layers for LAYERS_POLICIES (default
-# bf16_attention_bf16: the memory goal's bundle, 125m-layers_POLICY).
+# and again under each of RECOMPUTE's recompute modes (default `layers
+# none`) for RECOMPUTE_POLICIES (default bf16_attention_bf16):
+# 125m-MODE_POLICY (layers: the memory goal's bundle; none: the fastest),
+# with its kernel-check bundle check125m-MODE_POLICY.
 # PACK=1 also packs them into build/step-bundles.tar.xz (PTX compresses
 # about 12 times): a device call carries at most 64 MiB, so carry that and
 # begin the call with `tar xJf build/step-bundles.tar.xz -C build`.
@@ -25,9 +27,13 @@ for policy in ${BENCH_POLICIES:-bf16_attention_bf16 fp4_all_hadamard_attention_b
   compile bench/train_125m_h200.tetra "bench/policies/$policy.tetra" \
     -o "$out/125m-$policy.tbundle"
 done
-for policy in ${LAYERS_POLICIES:-bf16_attention_bf16}; do
-  compile bench/train_125m_h200.tetra "bench/policies/$policy.tetra" \
-    --set recompute=layers -o "$out/125m-layers_$policy.tbundle"
+for mode in ${RECOMPUTE:-layers none}; do
+  for policy in ${RECOMPUTE_POLICIES:-bf16_attention_bf16}; do
+    compile bench/train_125m_h200.tetra "bench/policies/$policy.tetra" \
+      --set recompute=$mode -o "$out/125m-${mode}_$policy.tbundle"
+    compile bench/check_125m_h200.tetra "bench/policies/$policy.tetra" \
+      --set recompute=$mode -o "$out/check125m-${mode}_$policy.tbundle"
+  done
 done
 du -sh "$out"/*
 if [[ ${PACK:-0} == 1 ]]; then

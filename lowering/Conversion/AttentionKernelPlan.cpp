@@ -2,6 +2,7 @@
 
 #include "lowering/Conversion/AttentionKernelPlan.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
@@ -383,6 +384,11 @@ private:
   /// count * head_dim] from sequence position `first` of head `head`
   /// (rows past the sequence read as 0), all loads issued at once: a tile
   /// is fetched into registers while the one before it is computed on.
+  /// Where the sequence is a multiple of `rows`, a tile (`first` a
+  /// multiple of `rows`) lies wholly inside it or wholly past its end —
+  /// the fetch ahead of the last step, never used: its rows are read
+  /// clamped and not zeroed (a select a value, 48 a step of the forward's
+  /// two sweeps at head_dim 64).
   SmallVector<Value> fetch(Value x, Value b, Value head, Value first,
                            int64_t rows, int64_t stride) {
     auto quad = VectorType::get({4}, e.f32());
@@ -398,8 +404,10 @@ private:
       Value values = vector::LoadOp::create(body.b, quad, x, ValueRange{at},
                                             /*nontemporal=*/false,
                                             llvm::MaybeAlign(16));
-      pieces.push_back(
-          e.select(body.ult(position, e.cIndex(shape.seq)), values, zero));
+      pieces.push_back(shape.seq % rows == 0
+                           ? values
+                           : e.select(body.ult(position, e.cIndex(shape.seq)),
+                                      values, zero));
     }
     return pieces;
   }
@@ -777,8 +785,15 @@ private:
     SmallVector<Value> maximum, sum, rescale;
   };
   Online online(Tiles &scores, ArrayRef<Value> maximum, ArrayRef<Value> sum) {
+    // One max instruction (a compare and a select took two on the
+    // integer pipe, the forward's busiest); the same value but for NaN.
+    // llvm.maxnum directly: both chips' backends have it (max.f32,
+    // v_max_f32), where arith.maxnumf would become a device-library call.
     auto larger = [&](Value x, Value y) {
-      return e.select(e.cmpf(CmpFPredicate::OGT, x, y), x, y);
+      return LLVM::CallIntrinsicOp::create(body.b, e.f32(),
+                                           body.b.getStringAttr("llvm.maxnum.f32"),
+                                           ValueRange{x, y})
+          .getResult(0);
     };
     // max(s) scale = max(s scale): rounding is monotonic and scale > 0.
     SmallVector<Value> tileMaximum =

@@ -1572,12 +1572,19 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                                        {{"scratch:row_losses", flat(rows, f64)}});
     Launch withScratch = launch;
     withScratch.buffers.push_back(rowLosses);
-    // A block per row: lse and the row's loss in fp64. Its threads read
-    // four columns at a time (16-byte loads) where the vocabulary allows.
-    // (Blocks of 1,024 threads, so few rows are read at once and the
-    // second sweep finds its row in L2, took 4.3 ms instead of 3.0 ms for
-    // the 125M step's 32K rows on the H200: a block per multiprocessor,
-    // idle at its barriers.)
+    // A block per row: lse and the row's loss in fp64, the row read once.
+    // Its threads read four columns at a time (16-byte loads) where the
+    // vocabulary allows, each keeping the largest logit it has seen, m,
+    // and the fp64 sum of exp(x - m) over its columns, scaled by exp(m -
+    // m') when m grows to m'; the block then scales each thread's sum by
+    // exp(m - M) to the row's largest, M. The same exponentials as the
+    // CPU's exp(x - M) but for the roundings of those factors (about 2^-24
+    // relative each, a few a thread): lse within an fp32 ulp. (Two sweeps,
+    // the maximum first, read the 125M step's 6.6 GB of logits twice: 4.14
+    // ms on an H100, the second sweep missing L2. Blocks of 1,024 threads,
+    // so few rows are read at once and the second sweep finds its row in
+    // L2, took 4.3 ms instead of 3.0 ms on the H200: a block per
+    // multiprocessor, idle at its barriers.)
     const int64_t lanes = vocab % 4 == 0 ? 4 : 1;
     std::array<int64_t, 3> rowGrid{rows, 1, 1};
     std::string perRow = function(
@@ -1586,36 +1593,44 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           Value shared = body.sharedArray(kRowThreads, f64);
           Value row = body.block(), tid = body.thread();
           Value base = e.mulIndex(row, e.cIndex(vocab));
-          auto columns = [&](Value init,
-                             function_ref<Value(Value, Value)> each) {
-            return body.strided(
-                tid, e.cIndex(vocab / lanes), kRowThreads, ValueRange{init},
-                [&](Value group, ValueRange acc) {
-                  Value x = vector::LoadOp::create(
-                      body.b, VectorType::get({lanes}, f32), body.arg(0),
-                      ValueRange{e.addIndex(base,
-                                            e.mulIndex(group, e.cIndex(lanes)))},
-                      /*nontemporal=*/false,
-                      body.b.getI64IntegerAttr(4 * lanes));
-                  Value value = acc[0];
-                  for (int64_t l = 0; l < lanes; ++l)
-                    value = each(vector::ExtractOp::create(
-                                     body.b, x, ArrayRef<int64_t>{l}),
-                                 value);
-                  return SmallVector<Value>{value};
-                })[0];
+          auto larger = [&](Value a, Value b) {
+            return e.select(e.cmpf(CmpFPredicate::OGT, a, b), a, b);
           };
-          Value largest = columns(body.cF64(-INFINITY), [&](Value x, Value m) {
-            Value wide = body.toF64(x);
-            return e.select(e.cmpf(CmpFPredicate::OGT, wide, m), wide, m);
-          });
+          SmallVector<Value> online = body.strided(
+              tid, e.cIndex(vocab / lanes), kRowThreads,
+              ValueRange{e.cF32(-INFINITY), body.cF64(0.0)},
+              [&](Value group, ValueRange acc) {
+                Value x = vector::LoadOp::create(
+                    body.b, VectorType::get({lanes}, f32), body.arg(0),
+                    ValueRange{
+                        e.addIndex(base, e.mulIndex(group, e.cIndex(lanes)))},
+                    /*nontemporal=*/false, body.b.getI64IntegerAttr(4 * lanes));
+                SmallVector<Value> xs;
+                for (int64_t l = 0; l < lanes; ++l)
+                  xs.push_back(vector::ExtractOp::create(
+                      body.b, x, ArrayRef<int64_t>{l}));
+                Value m = acc[0];
+                for (Value v : xs)
+                  m = larger(v, m);
+                Value sum = body.ifElse(
+                    e.cmpf(CmpFPredicate::OGT, m, acc[0]),
+                    [&] {
+                      return SmallVector<Value>{e.mulf(
+                          acc[1], body.toF64(e.fastExp(e.subf(acc[0], m))))};
+                    },
+                    ValueRange{acc[1]})[0];
+                for (Value v : xs)
+                  sum = e.addf(sum, body.toF64(e.fastExp(e.subf(v, m))));
+                return SmallVector<Value>{m, sum};
+              });
           Value maximum32 = body.toF32(body.reduce(
-              largest, shared, kRowThreads, [&](Value a, Value b) {
-                return e.select(e.cmpf(CmpFPredicate::OGT, a, b), a, b);
-              }));
-          Value partial = columns(body.cF64(0.0), [&](Value x, Value s) {
-            return e.addf(s, body.toF64(e.fastExp(e.subf(x, maximum32))));
-          });
+              body.toF64(online[0]), shared, kRowThreads, larger));
+          // A thread that saw no column (or only -inf) adds nothing.
+          Value partial = e.select(
+              e.cmpf(CmpFPredicate::OEQ, online[1], body.cF64(0.0)),
+              online[1],
+              e.mulf(online[1],
+                     body.toF64(e.fastExp(e.subf(online[0], maximum32)))));
           Value sum = body.reduce(partial, shared, kRowThreads,
                                   [&](Value a, Value b) { return e.addf(a, b); });
           Value lse = e.addf(body.toF64(maximum32), body.logF64(sum));
