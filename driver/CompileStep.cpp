@@ -284,8 +284,10 @@ std::vector<int> keepLaunches(schedule::Schedule &plan,
 /// its own phase, unless what it reads is a temporary that nothing but
 /// operand launches reads (kept for a Wgrad, as under `recompute = none`:
 /// its codes are kept instead, and the tensor dies in the forward — or is
-/// never written, writeResultsAsBF16) or, with `keepForwardCodes`, a
-/// parameter (the weights' codes kept from the Fprop for the Dgrad).
+/// never written, writeResultsAsBF16) or, with `keepForwardCodes`, any
+/// temporary or parameter (attention's output kept for its backward and
+/// its codes for wo's Wgrad; the weights' codes kept from the Fprop for
+/// the Dgrad: memory for speed).
 /// Returns, for each position 0..n of the old launch list, the number of
 /// kept launches before it.
 std::vector<int>
@@ -336,7 +338,7 @@ shareRepeatedOperandLaunches(schedule::Schedule &plan, int forwardEnd,
       schedule::BufferRole role = plan.buffers[buffer].role;
       if (!producedBy(buffer, l) &&
           ((role == schedule::BufferRole::Temporary &&
-            operandReadersOnly[buffer]) ||
+            (operandReadersOnly[buffer] || keepForwardCodes)) ||
            (role == schedule::BufferRole::Parameter && keepForwardCodes)))
         withForward = true;
     }

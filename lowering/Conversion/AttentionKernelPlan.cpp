@@ -633,14 +633,20 @@ private:
     }
   }
 
-  /// Each row slot's combination of the lane's values of it, then across
-  /// the lanes holding the row.
-  SmallVector<Value> rowCombine(const Tiles &values, Value init,
-                                function_ref<Value(Value, Value)> combine) {
-    SmallVector<Value> slots(tile.rowSlots(), init);
+  /// Each row slot's combination of the lane's values of it (from the
+  /// first: `combine` needs no identity), then across the lanes holding
+  /// the row.
+  SmallVector<Value> rowCombine(const Tiles &values,
+                                function_ref<Value(Value, Value)> combine,
+                                bool acrossLanes = true) {
+    SmallVector<Value> slots(tile.rowSlots());
     for (const SmallVector<Value> &t : values)
-      for (int64_t r = 0; r < tile.cValues(); ++r)
-        slots[tile.rowSlot(r)] = combine(slots[tile.rowSlot(r)], t[r]);
+      for (int64_t r = 0; r < tile.cValues(); ++r) {
+        Value &slot = slots[tile.rowSlot(r)];
+        slot = slot ? combine(slot, t[r]) : t[r];
+      }
+    if (!acrossLanes)
+      return slots;
     for (Value &slot : slots)
       for (int32_t mask : tile.rowPartners())
         slot = combine(slot, body.shuffleXor(slot, mask,
@@ -780,24 +786,48 @@ private:
   /// One key tile of the online softmax: from the running (scaled) maximum
   /// and sum of each row slot, their values after `scores` (masked,
   /// unscaled), the factor the earlier sum and outputs take, and scores
-  /// replaced by exp(s scale - maximum).
+  /// replaced by exp(s scale - maximum). `acrossLanes` false: each lane's
+  /// statistics of its own columns (combined once, at the end, by
+  /// combineLanes).
   struct Online {
     SmallVector<Value> maximum, sum, rescale;
   };
-  Online online(Tiles &scores, ArrayRef<Value> maximum, ArrayRef<Value> sum) {
+  Value larger(Value x, Value y) {
     // One max instruction (a compare and a select took two on the
     // integer pipe, the forward's busiest); the same value but for NaN.
     // llvm.maxnum directly: both chips' backends have it (max.f32,
     // v_max_f32), where arith.maxnumf would become a device-library call.
-    auto larger = [&](Value x, Value y) {
-      return LLVM::CallIntrinsicOp::create(body.b, e.f32(),
-                                           body.b.getStringAttr("llvm.maxnum.f32"),
-                                           ValueRange{x, y})
-          .getResult(0);
-    };
+    return LLVM::CallIntrinsicOp::create(body.b, e.f32(),
+                                         body.b.getStringAttr("llvm.maxnum.f32"),
+                                         ValueRange{x, y})
+        .getResult(0);
+  }
+  /// Row statistics kept lane by lane: the row's (scaled) maximum over the
+  /// lanes holding it, and the sum of each lane's sum times exp(its
+  /// maximum - the row's).
+  std::pair<SmallVector<Value>, SmallVector<Value>>
+  combineLanes(ArrayRef<Value> maximum, ArrayRef<Value> sum) {
+    SmallVector<Value> rowMaximum, rowSum;
+    const int32_t width = static_cast<int32_t>(tile.lanes());
+    for (auto [m, l] : llvm::zip(maximum, sum)) {
+      Value top = m;
+      for (int32_t mask : tile.rowPartners())
+        top = larger(top, body.shuffleXor(top, mask, width));
+      // A lane that saw only masked scores (-inf) adds nothing.
+      Value total = e.select(e.cmpf(CmpFPredicate::OEQ, l, e.cF32(0.0f)), l,
+                             e.mulf(l, exp(e.subf(m, top))));
+      for (int32_t mask : tile.rowPartners())
+        total = e.addf(total, body.shuffleXor(total, mask, width));
+      rowMaximum.push_back(top);
+      rowSum.push_back(total);
+    }
+    return {rowMaximum, rowSum};
+  }
+  Online online(Tiles &scores, ArrayRef<Value> maximum, ArrayRef<Value> sum,
+                bool acrossLanes = true) {
+    auto max = [&](Value x, Value y) { return larger(x, y); };
     // max(s) scale = max(s scale): rounding is monotonic and scale > 0.
-    SmallVector<Value> tileMaximum =
-        rowCombine(scores, e.cF32(-INFINITY), larger);
+    SmallVector<Value> tileMaximum = rowCombine(scores, max, acrossLanes);
     const int64_t slots = tile.rowSlots();
     Online next{SmallVector<Value>(slots), SmallVector<Value>(slots),
                 SmallVector<Value>(slots)};
@@ -805,14 +835,21 @@ private:
     for (int64_t s = 0; s < slots; ++s) {
       next.maximum[s] =
           larger(maximum[s], e.mulf(tileMaximum[s], e.cF32(scale)));
-      next.rescale[s] = exp(e.subf(maximum[s], next.maximum[s]));
-      shift[s] = shifted(next.maximum[s]);
+      // A lane may not have seen a visible score yet (its maximum -inf):
+      // it shifts by 0, so its sum and scores stay 0, not NaN.
+      Value by = acrossLanes
+                     ? next.maximum[s]
+                     : e.select(e.cmpf(CmpFPredicate::OEQ, next.maximum[s],
+                                       e.cF32(-INFINITY)),
+                                e.cF32(0.0f), next.maximum[s]);
+      next.rescale[s] = exp(e.subf(maximum[s], by));
+      shift[s] = shifted(by);
     }
     for (SmallVector<Value> &t : scores)
       for (int64_t r = 0; r < tile.cValues(); ++r)
         t[r] = expScaled(t[r], shift[tile.rowSlot(r)]);
     SmallVector<Value> tileSum = rowCombine(
-        scores, e.cF32(0.0f), [&](Value x, Value y) { return e.addf(x, y); });
+        scores, [&](Value x, Value y) { return e.addf(x, y); }, acrossLanes);
     for (int64_t s = 0; s < slots; ++s)
       next.sum[s] = e.addf(e.mulf(sum[s], next.rescale[s]), tileSum[s]);
     return next;
@@ -956,7 +993,8 @@ void TiledAttention::forwardRoundedProbabilities() {
         for (int64_t m = 0; m < tiles; ++m) {
           Online next = online(
               scores[m], SmallVector<Value>(carried.slice(m * slots, slots)),
-              SmallVector<Value>(carried.slice((tiles + m) * slots, slots)));
+              SmallVector<Value>(carried.slice((tiles + m) * slots, slots)),
+              /*acrossLanes=*/false);
           maximum.append(next.maximum);
           sum.append(next.sum);
         }
@@ -965,11 +1003,13 @@ void TiledAttention::forwardRoundedProbabilities() {
         yielded.append(prefetched);
         return yielded;
       });
+  auto [rowMaximum, rowSum] =
+      combineLanes(ArrayRef(statistics).take_front(tiles * slots),
+                   ArrayRef(statistics).slice(tiles * slots, tiles * slots));
   SmallVector<Value> lse(tiles * slots), lseShift(tiles * slots);
   for (int64_t s = 0; s < tiles * slots; ++s) {
-    lse[s] = body.toF32(
-        e.addf(body.toF64(statistics[s]),
-               body.logF64(body.toF64(statistics[tiles * slots + s]))));
+    lse[s] = body.toF32(e.addf(body.toF64(rowMaximum[s]),
+                               body.logF64(body.toF64(rowSum[s]))));
     lseShift[s] = shifted(lse[s]);
   }
 
