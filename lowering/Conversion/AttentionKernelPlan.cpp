@@ -825,9 +825,9 @@ private:
   }
   Online online(Tiles &scores, ArrayRef<Value> maximum, ArrayRef<Value> sum,
                 bool acrossLanes = true) {
-    auto max = [&](Value x, Value y) { return larger(x, y); };
     // max(s) scale = max(s scale): rounding is monotonic and scale > 0.
-    SmallVector<Value> tileMaximum = rowCombine(scores, max, acrossLanes);
+    SmallVector<Value> tileMaximum = rowCombine(
+        scores, [&](Value x, Value y) { return larger(x, y); }, acrossLanes);
     const int64_t slots = tile.rowSlots();
     Online next{SmallVector<Value>(slots), SmallVector<Value>(slots),
                 SmallVector<Value>(slots)};
@@ -973,8 +973,9 @@ void TiledAttention::forwardRoundedProbabilities() {
   auto fetchKeys = [&](Value keyFirst) {
     return fetch(body.arg(1), q.b, q.g, keyFirst, inner, kvStride);
   };
-  // Sweep 1: the running maximum and sum (each tile's slots), carried with
-  // the next K pieces.
+  // Sweep 1: the running maximum and sum (each tile's slots, each lane's
+  // own columns: no shuffles in the loop), carried with the next K pieces;
+  // the row's lanes combined once after it.
   SmallVector<Value> init(tiles * slots, e.cF32(-INFINITY));
   init.append(tiles * slots, e.cF32(0.0f));
   init.append(fetchKeys(e.cIndex(0)));

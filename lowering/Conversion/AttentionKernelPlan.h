@@ -38,8 +38,9 @@
 // BF16 operands (bf16_operands, runtime/kernels/Attention.h): Q, K, V and
 // dO are rounded as they are staged, P and dS as they are stashed; the
 // forward takes two sweeps over the key tiles — lse first (the online
-// maximum and sum), then O += round(exp(S - lse)) V — so that its P is the
-// backward's, whatever the tiling. Every product then has BF16 operands:
+// maximum and sum, each lane's over its own columns, the row's lanes
+// combined at the end), then O += round(exp(S - lse)) V — so that its P is
+// the backward's, whatever the tiling. Every product then has BF16 operands:
 // on a chip with a packed BF16 instruction (sm_90a: mma.sync.m16n8k16) the
 // tiles are staged as BF16 pairs along k — an operand read along its
 // columns (V in P V, K in dS K, Q and dO in dK and dV) transposed, loaded
