@@ -343,9 +343,9 @@ shareRepeatedOperandLaunches(schedule::Schedule &plan, int forwardEnd,
         withForward = true;
     }
     auto code = codeName.find(launch.kernel);
-    std::string key = fmt::format(
-        "{} {}", withForward ? "forward" : "after",
-        code != codeName.end() ? code->second : launch.kernel);
+    std::string key =
+        fmt::format("{} {}", withForward ? "forward" : "after",
+                    code != codeName.end() ? code->second : launch.kernel);
     for (int d = 0; d < 3; ++d)
       key +=
           fmt::format(" {}x{}", launch.config.grid[d], launch.config.block[d]);

@@ -797,9 +797,9 @@ private:
     // integer pipe, the forward's busiest); the same value but for NaN.
     // llvm.maxnum directly: both chips' backends have it (max.f32,
     // v_max_f32), where arith.maxnumf would become a device-library call.
-    return LLVM::CallIntrinsicOp::create(body.b, e.f32(),
-                                         body.b.getStringAttr("llvm.maxnum.f32"),
-                                         ValueRange{x, y})
+    return LLVM::CallIntrinsicOp::create(
+               body.b, e.f32(), body.b.getStringAttr("llvm.maxnum.f32"),
+               ValueRange{x, y})
         .getResult(0);
   }
   /// Row statistics kept lane by lane: the row's (scaled) maximum over the
@@ -1009,8 +1009,8 @@ void TiledAttention::forwardRoundedProbabilities() {
                    ArrayRef(statistics).slice(tiles * slots, tiles * slots));
   SmallVector<Value> lse(tiles * slots), lseShift(tiles * slots);
   for (int64_t s = 0; s < tiles * slots; ++s) {
-    lse[s] = body.toF32(e.addf(body.toF64(rowMaximum[s]),
-                               body.logF64(body.toF64(rowSum[s]))));
+    lse[s] = body.toF32(
+        e.addf(body.toF64(rowMaximum[s]), body.logF64(body.toF64(rowSum[s]))));
     lseShift[s] = shifted(lse[s]);
   }
 

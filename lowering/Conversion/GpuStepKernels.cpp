@@ -1607,8 +1607,8 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                     /*nontemporal=*/false, body.b.getI64IntegerAttr(4 * lanes));
                 SmallVector<Value> xs;
                 for (int64_t l = 0; l < lanes; ++l)
-                  xs.push_back(vector::ExtractOp::create(
-                      body.b, x, ArrayRef<int64_t>{l}));
+                  xs.push_back(vector::ExtractOp::create(body.b, x,
+                                                         ArrayRef<int64_t>{l}));
                 Value m = acc[0];
                 for (Value v : xs)
                   m = larger(v, m);
@@ -1623,12 +1623,11 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                   sum = e.addf(sum, body.toF64(e.fastExp(e.subf(v, m))));
                 return SmallVector<Value>{m, sum};
               });
-          Value maximum32 = body.toF32(body.reduce(
-              body.toF64(online[0]), shared, kRowThreads, larger));
+          Value maximum32 = body.toF32(
+              body.reduce(body.toF64(online[0]), shared, kRowThreads, larger));
           // A thread that saw no column (or only -inf) adds nothing.
           Value partial = e.select(
-              e.cmpf(CmpFPredicate::OEQ, online[1], body.cF64(0.0)),
-              online[1],
+              e.cmpf(CmpFPredicate::OEQ, online[1], body.cF64(0.0)), online[1],
               e.mulf(online[1],
                      body.toF64(e.fastExp(e.subf(online[0], maximum32)))));
           Value sum = body.reduce(partial, shared, kRowThreads,
