@@ -335,11 +335,13 @@ shareRepeatedOperandLaunches(schedule::Schedule &plan, int forwardEnd,
     // The key: phase, code, grid, scalars, and each read buffer by position.
     bool withForward = l < forwardEnd;
     for (int buffer : launch.buffers) {
-      schedule::BufferRole role = plan.buffers[buffer].role;
+      const bool temporary =
+          plan.buffers[buffer].role == schedule::BufferRole::Temporary;
+      const bool parameter =
+          plan.buffers[buffer].role == schedule::BufferRole::Parameter;
       if (!producedBy(buffer, l) &&
-          ((role == schedule::BufferRole::Temporary &&
-            (operandReadersOnly[buffer] || keepForwardCodes)) ||
-           (role == schedule::BufferRole::Parameter && keepForwardCodes)))
+          (keepForwardCodes ? temporary || parameter
+                            : temporary && operandReadersOnly[buffer]))
         withForward = true;
     }
     auto code = codeName.find(launch.kernel);
