@@ -525,6 +525,44 @@ writeResultsAsBF16(schedule::Schedule &plan,
   return keepLaunches(plan, kept);
 }
 
+/// Where a tensor written by a compiled elementwise kernel of one result
+/// is read by a rounding prologue (kRoundsToBF16) and by other launches
+/// too (else writeResultsAsBF16), the kernel's variant (kBF16AlsoSuffix)
+/// writes the prologue's codes beside the tensor and the prologue goes:
+/// the same codes, the tensor read once less (a residual stream's
+/// gradient, rounded for the next Dgrad and added to by the next layer).
+/// Returns, as keepLaunches() does, the kept launches before each.
+std::vector<int> writeCodesBesideResults(schedule::Schedule &plan,
+                                         ModuleOp module) {
+  const std::set<std::string> roundingPrologues =
+      functionNames(module, conversion::kRoundsToBF16);
+  const std::set<std::string> functions = functionNames(module);
+  const int count = static_cast<int>(plan.launches.size());
+  const std::vector<std::vector<int>> users = launchesNaming(plan);
+  std::vector<bool> kept(count, true);
+  for (int reader = 0; reader < count; ++reader) {
+    const schedule::Launch &prologue = plan.launches[reader];
+    if (!roundingPrologues.count(prologue.kernel) ||
+        prologue.buffers.size() < 2)
+      continue;
+    const int tensor = prologue.buffers[0], codes = prologue.buffers[1];
+    if (plan.buffers[tensor].role != schedule::BufferRole::Temporary ||
+        users[tensor].size() < 3 || users[tensor][0] >= reader)
+      continue;
+    schedule::Launch &writer = plan.launches[users[tensor][0]];
+    const std::string variant =
+        writer.kernel + conversion::kBF16AlsoSuffix.str();
+    if (writer.gemm || !functions.count(variant) ||
+        writer.buffers.back() != tensor ||
+        llvm::count(writer.buffers, tensor) != 1)
+      continue;
+    writer.kernel = variant;
+    writer.buffers.push_back(codes);
+    kept[reader] = false;
+  }
+  return keepLaunches(plan, kept);
+}
+
 /// Where the cross-entropy's backward writes the logits' gradient as BF16
 /// codes (writeResultsAsBF16) and the logits die there (their memory held
 /// until then: the step's largest tensor, rows x vocab fp32), the codes
@@ -579,14 +617,17 @@ gradientOverLogits(schedule::Schedule &plan,
   return position;
 }
 
-/// Where an elementwise launch only adds two tensors (kAddsItsInputs) and
-/// one of them is read by nothing else and written by a launch with a
-/// kPlusAddendSuffix variant (a GEMM's last launch), after the other is
-/// written, that launch writes the sum itself and the add goes: a
-/// residual connection's x + linear(a, w) is the linear's epilogue, and
-/// the sum of two Dgrads the later one's. IEEE addition commutes: the
-/// same bits. Returns, as keepLaunches() does, the kept launches before
-/// each.
+/// Where an elementwise launch only sums tensors in order (kAddsItsInputs:
+/// ((t0 + t1) + t2) + ...), each term's writer from the second on writes
+/// the sum so far itself: the launch with a kPlusAddendSuffix variant (a
+/// GEMM's last launch) that writes term i, read by nothing but the add,
+/// after the partial sum of the terms before it is written, adds that sum
+/// in its epilogue — into term i's own buffer, the last term's writer into
+/// the add's output — and the add goes: a residual connection's x +
+/// linear(a, w) is the linear's epilogue, and the sum of two or three
+/// Dgrads the later ones'. IEEE addition commutes: the same bits (two
+/// terms in either order). Returns, as keepLaunches() does, the kept
+/// launches before each.
 std::vector<int> addIntoWriters(schedule::Schedule &plan, ModuleOp module) {
   const std::set<std::string> adds =
       functionNames(module, conversion::kAddsItsInputs);
@@ -594,29 +635,58 @@ std::vector<int> addIntoWriters(schedule::Schedule &plan, ModuleOp module) {
   const int count = static_cast<int>(plan.launches.size());
   const std::vector<std::vector<int>> users = launchesNaming(plan);
   std::vector<bool> kept(count, true);
+  // Whether `tensor`'s one writer (before `a`, its one reader) can add
+  // `addend` (written before it) in its epilogue: that writer, or -1.
+  auto plusWriter = [&](int tensor, int addend, int a) {
+    if (plan.buffers[tensor].role != schedule::BufferRole::Temporary ||
+        users[tensor].size() != 2 || users[tensor][1] != a ||
+        users[addend].empty())
+      return -1;
+    const int w = users[tensor][0];
+    const schedule::Launch &writer = plan.launches[w];
+    if (!functions.count(writer.kernel + conversion::kPlusAddendSuffix.str()) ||
+        writer.buffers.back() != tensor ||
+        llvm::count(writer.buffers, tensor) != 1 || users[addend].front() >= w)
+      return -1;
+    return w;
+  };
+  auto addInto = [&](int w, int addend, int out) {
+    schedule::Launch &writer = plan.launches[w];
+    writer.kernel += conversion::kPlusAddendSuffix.str();
+    writer.buffers.back() = out;
+    writer.buffers.push_back(addend);
+  };
   for (int a = 0; a < count; ++a) {
     const schedule::Launch &add = plan.launches[a];
-    if (!adds.count(add.kernel) || add.buffers.size() != 3)
+    const int terms = static_cast<int>(add.buffers.size()) - 1;
+    if (!adds.count(add.kernel) || terms < 2)
       continue;
-    for (int t = 0; t < 2; ++t) {
-      const int tensor = add.buffers[t], addend = add.buffers[1 - t];
-      if (plan.buffers[tensor].role != schedule::BufferRole::Temporary ||
-          users[tensor].size() != 2 || users[tensor][1] != a ||
-          users[addend].empty())
-        continue;
-      schedule::Launch &writer = plan.launches[users[tensor][0]];
-      const std::string variant =
-          writer.kernel + conversion::kPlusAddendSuffix.str();
-      if (!functions.count(variant) || writer.buffers.back() != tensor ||
-          llvm::count(writer.buffers, tensor) != 1 ||
-          users[addend].front() >= users[tensor][0])
-        continue;
-      writer.kernel = variant;
-      writer.buffers.back() = add.buffers[2];
-      writer.buffers.push_back(addend);
-      kept[a] = false;
-      break;
+    const int out = add.buffers.back();
+    if (terms == 2) {
+      for (int t = 0; t < 2; ++t) {
+        const int w = plusWriter(add.buffers[t], add.buffers[1 - t], a);
+        if (w < 0)
+          continue;
+        addInto(w, add.buffers[1 - t], out);
+        kept[a] = false;
+        break;
+      }
+      continue;
     }
+    // Terms 1.. in order, each writer after the one before it.
+    std::vector<int> writers;
+    for (int t = 1; t < terms; ++t) {
+      const int w = plusWriter(add.buffers[t], add.buffers[t - 1], a);
+      if (w < 0 || (!writers.empty() && w <= writers.back()))
+        break;
+      writers.push_back(w);
+    }
+    if (static_cast<int>(writers.size()) != terms - 1)
+      continue;
+    for (int t = 1; t < terms; ++t)
+      addInto(writers[t - 1], add.buffers[t - 1],
+              t + 1 < terms ? add.buffers[t] : out);
+    kept[a] = false;
   }
   return keepLaunches(plan, kept);
 }
@@ -800,6 +870,7 @@ FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
   if (failed(keptBefore))
     return failure();
   renumber(*keptBefore);
+  renumber(writeCodesBesideResults(*plan, *module));
   FailureOr<std::vector<int>> moved =
       gradientOverLogits(*plan, reference, firstLaunch, library, loc);
   if (failed(moved))

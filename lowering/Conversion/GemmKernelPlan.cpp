@@ -308,15 +308,25 @@ bool GemmKernelLowering::resultIsAddedTo() const {
 
 bool tetra::conversion::addsItsInputs(KernelOp kernel) {
   Block &body = kernel.getBodyBlock();
-  if (body.getNumArguments() != 2 || kernel.getNumResults() != 1 ||
-      !llvm::hasSingleElement(body.without_terminator()))
+  const unsigned inputs = body.getNumArguments();
+  if (inputs < 2 || kernel.getNumResults() != 1 ||
+      static_cast<unsigned>(std::distance(body.without_terminator().begin(),
+                                          body.without_terminator().end())) !=
+          inputs - 1)
     return false;
-  auto add = dyn_cast<AddOp>(body.front());
-  return add && add->getOperand(0) != add->getOperand(1) &&
-         llvm::all_of(add->getOperands(),
-                      [&](Value x) { return x.getParentBlock() == &body &&
-                                            isa<BlockArgument>(x); }) &&
-         body.getTerminator()->getOperand(0) == add.getResult();
+  // Add i sums the previous add (argument 0 for the first) and argument
+  // i + 1 (the first in either order: IEEE addition commutes).
+  Value sum = body.getArgument(0);
+  for (auto [i, op] : llvm::enumerate(body.without_terminator())) {
+    auto add = dyn_cast<AddOp>(op);
+    Value next = body.getArgument(i + 1);
+    if (!add || !((add->getOperand(0) == sum && add->getOperand(1) == next) ||
+                  (i == 0 && add->getOperand(0) == next &&
+                   add->getOperand(1) == sum)))
+      return false;
+    sum = add.getResult();
+  }
+  return body.getTerminator()->getOperand(0) == sum;
 }
 
 //===----------------------------------------------------------------------===//

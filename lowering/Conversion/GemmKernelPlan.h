@@ -173,13 +173,18 @@ constexpr llvm::StringLiteral kRoundsToBF16 = "tetra.rounds_to_bf16";
 ///     rounding prologue.
 ///   kPlusAddendSuffix: writes its result plus a tensor of the result's
 ///     shape (an fp32 add, a trailing argument `addend`), where the
-///     result's one reader is an elementwise kernel that adds the two
+///     result's one reader is an elementwise kernel that sums its inputs
 ///     (`tetra.adds_its_inputs`) and the addend is written before it.
+///   kBF16AlsoSuffix: writes its one result and, in a trailing argument,
+///     its BF16 codes, where a rounding prologue is one of the result's
+///     readers.
 constexpr llvm::StringLiteral kBF16ResultSuffix = "__bf16";
+constexpr llvm::StringLiteral kBF16AlsoSuffix = "__and_bf16";
 constexpr llvm::StringLiteral kPlusAddendSuffix = "__plus";
 void markVariant(mlir::gpu::GPUFuncOp variant);
-/// The unit attribute of an elementwise kernel's function that adds its two
-/// inputs and does nothing else (addsItsInputs).
+/// The unit attribute of an elementwise kernel's function that sums its
+/// inputs in order, ((x0 + x1) + x2) + ..., and does nothing else
+/// (addsItsInputs: two or more distinct inputs).
 constexpr llvm::StringLiteral kAddsItsInputs = "tetra.adds_its_inputs";
 bool addsItsInputs(KernelOp kernel);
 

@@ -117,11 +117,16 @@ LogicalResult tetra::conversion::lowerElementwiseKernel(KernelOp kernel,
   // one, the same operations on the same values.
   const int64_t lanes = count % 4 == 0 ? 4 : 1;
   const int64_t threads = count / lanes;
-  // The kernel, and where it has four elements a thread, its variant
-  // NAME__bf16 that writes every result as BF16 codes (i32 words of two,
+  // The kernel, and where it has four elements a thread, its variants
+  // NAME__bf16, which writes every result as BF16 codes (i32 words of two,
   // nearest even: bf16Pair) — the compiler launches it instead where each
-  // result's one reader is a BF16 operand's rounding prologue.
-  auto build = [&](const std::string &name, bool resultAsBF16) {
+  // result's one reader is a BF16 operand's rounding prologue — and, for
+  // one result, NAME__and_bf16, which writes the result and its codes
+  // (trailing argument "codes:0"), where a rounding prologue is one of its
+  // readers.
+  enum class Written { F32, BF16, F32AndBF16 };
+  auto build = [&](const std::string &name, Written written) {
+    const bool resultAsBF16 = written == Written::BF16;
     SmallVector<std::pair<std::string, Type>> arguments;
     for (unsigned i = 0; i < entry.getNumArguments(); ++i)
       arguments.push_back({fmt::format("input:{}", i), flat(count, f32)});
@@ -130,11 +135,13 @@ LogicalResult tetra::conversion::lowerElementwiseKernel(KernelOp kernel,
           {fmt::format("result:{}", i),
            resultAsBF16 ? flat(count / 2, builder.getI32Type())
                         : flat(count, f32)});
+    if (written == Written::F32AndBF16)
+      arguments.push_back({"codes:0", flat(count / 2, builder.getI32Type())});
     gpu::GPUFuncOp func = createLaunch(
         inner, kernel.getLoc(), name, arguments,
         {ceilDiv(threads, kElementwiseThreads), 1, 1},
         {kElementwiseThreads, 1, 1});
-    if (resultAsBF16)
+    if (written != Written::F32)
       markVariant(func);
     Body body(func);
     QuantizationEmitter &e = body.e;
@@ -172,17 +179,22 @@ LogicalResult tetra::conversion::lowerElementwiseKernel(KernelOp kernel,
         SmallVector<Value> lanesOut;
         for (int64_t l = 0; l < lanes; ++l)
           lanesOut.push_back(values[l].lookup(yielded));
-        if (resultAsBF16) {
+        auto storeCodes = [&](Value to) {
           Value words = vector::FromElementsOp::create(
               body.b, VectorType::get({2}, e.i32()),
               ValueRange{e.bf16Pair(lanesOut[0], lanesOut[1]),
                          e.bf16Pair(lanesOut[2], lanesOut[3])});
-          vector::StoreOp::create(body.b, words, out,
+          vector::StoreOp::create(body.b, words, to,
                                   ValueRange{e.divIndex(first, 2)},
                                   /*nontemporal=*/false,
                                   body.b.getI64IntegerAttr(8));
+        };
+        if (resultAsBF16) {
+          storeCodes(out);
           continue;
         }
+        if (written == Written::F32AndBF16)
+          storeCodes(func.getArguments().back());
         vector::StoreOp::create(
             body.b,
             vector::FromElementsOp::create(body.b, vectorType, lanesOut), out,
@@ -192,13 +204,15 @@ LogicalResult tetra::conversion::lowerElementwiseKernel(KernelOp kernel,
     });
     body.finish();
   };
-  build(kernel.getKernelName().str(), /*resultAsBF16=*/false);
+  build(kernel.getKernelName().str(), Written::F32);
   if (addsItsInputs(kernel))
     gpuModule.lookupSymbol(kernel.getKernelName())
         ->setAttr(kAddsItsInputs, UnitAttr::get(context));
   if (lanes == 4)
-    build((kernel.getKernelName() + kBF16ResultSuffix).str(),
-          /*resultAsBF16=*/true);
+    build((kernel.getKernelName() + kBF16ResultSuffix).str(), Written::BF16);
+  if (lanes == 4 && kernel.getNumResults() == 1)
+    build((kernel.getKernelName() + kBF16AlsoSuffix).str(),
+          Written::F32AndBF16);
   return success();
 }
 
