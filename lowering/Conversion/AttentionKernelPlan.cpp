@@ -127,16 +127,28 @@ tetra::conversion::tileAttention(const AttentionMatrixTile &tile,
   // dV keep 16 rows a warp: two 32 x head_dim accumulators a warp would
   // spill. At a larger head_dim every pass keeps 16 rows a warp (its
   // accumulators twice the registers).
+  //
+  // By warpgroups (multipliesByWarpgroup, head_dim 64), the same blocks,
+  // dK and dV with an inner step of 32: on an H100 (2026-12-07) the
+  // forward 8.20 -> 6.85 ms a step and dQ 6.06 -> 5.40 (one call), dK and
+  // dV 9.44 -> 7.21 (another; ptxas: 223, 242 and 200 registers, no
+  // spills). dK and dV measured otherwise: by warpgroups with an inner
+  // step of 64, 7.34 ms but wrong (--check-kernels: dK and dV off by up to
+  // 0.65; the same kernel in one warpgroup of 32 rows a warp, and two
+  // warpgroups with the inner step 32, were right in the same call — not
+  // understood, so not used); mma.sync with 32 rows a warp, inner steps
+  // 32 and 16: 8.63 and 8.02 ms.
   if (packs) {
     const bool small = shape.headDim <= 64;
     const bool queryRows = pass != AttentionPass::KeyValueGradients;
-    const int64_t inner =
-        pass == AttentionPass::QueryGradients ||
-                (pass == AttentionPass::Forward && small)
-            ? 32
-            : 64;
+    const bool warpgroups = tile.multipliesByWarpgroup() && shape.headDim == 64;
+    const int64_t inner = pass == AttentionPass::QueryGradients ||
+                                  (pass == AttentionPass::Forward && small) ||
+                                  warpgroups
+                              ? 32
+                              : 64;
     AttentionTiling tiling{128, inner, small && queryRows ? 2 : 0,
-                           small && queryRows ? 32 : 16};
+                           small && queryRows ? 32 : 16, warpgroups};
     if (fits(tiling, tile.packedSharedBytes()))
       return tiling;
   }
@@ -172,9 +184,13 @@ struct Staged {
 /// the columns.
 struct Operand {
   Staged f32, rows, columns;
+  /// BF16 rows of 128 bytes (head_dim 64) as a warpgroup's products read
+  /// them (multipliesByWarpgroup): the 16-byte piece c of row r at
+  /// c ^ (r % 8), on a 1024-byte boundary.
+  Value swizzled;
 };
 /// The layouts an operand is staged in (packed mode).
-enum Layout : unsigned { AsRows = 1, AsColumns = 2 };
+enum Layout : unsigned { AsRows = 1, AsColumns = 2, Swizzled = 4 };
 
 /// Accumulator tiles of a warp's 16 rows: [tile along n][value].
 using Tiles = SmallVector<SmallVector<Value>>;
@@ -195,8 +211,12 @@ public:
     lane = arith::RemUIOp::create(body.b, tid, e.cIndex(tile.lanes()));
     warpRow =
         e.mulIndex(e.divIndex(tid, tile.lanes()), e.cIndex(tiling.rowsPerWarp));
+    Value warp = e.divIndex(tid, tile.lanes());
     for (int64_t m = 0; m < tiling.rowsPerWarp / 16; ++m)
-      tileRows.push_back(e.addIndex(warpRow, e.cIndex(16 * m)));
+      tileRows.push_back(
+          tiling.warpgroups
+              ? e.addIndex(e.mulIndex(warp, e.cIndex(16)), e.cIndex(64 * m))
+              : e.addIndex(warpRow, e.cIndex(16 * m)));
     for (int64_t r = 0; r < tile.aValues(); ++r)
       aAt.push_back(tile.aAt(e, lane, r));
     for (int64_t r = 0; r < tile.bValues(); ++r)
@@ -262,14 +282,21 @@ private:
       o.f32 = stage(rows, hd);
       return o;
     }
+    if (layouts & Swizzled) {
+      o.swizzled = body.sharedArray(rows * 64, e.b.getI16Type(), 1024);
+      return o;
+    }
     if (tile.loadsTransposedMatrices() && (layouts & AsColumns))
       layouts = AsRows;
+    // On 16-byte boundaries: the chip's matrix loads read 16-byte rows.
     if (layouts & AsRows)
-      o.rows = {body.sharedArray(rows * (hd + kPackedPad), e.b.getI16Type()),
-                hd + kPackedPad};
+      o.rows = {
+          body.sharedArray(rows * (hd + kPackedPad), e.b.getI16Type(), 16),
+          hd + kPackedPad};
     if (layouts & AsColumns)
-      o.columns = {body.sharedArray(hd * (rows + kPackedPad), e.b.getI16Type()),
-                   rows + kPackedPad};
+      o.columns = {
+          body.sharedArray(hd * (rows + kPackedPad), e.b.getI16Type(), 16),
+          rows + kPackedPad};
     return o;
   }
   /// The staging of a rows x inner tile of P or dS, where the chip takes
@@ -313,7 +340,7 @@ private:
     if (!inRegisters(tile)) {
       stash(a, staging);
       body.barrier();
-      product(acc, Operand{staging, {}, {}}, tiling.inner, b, nMajor);
+      product(acc, Operand{staging, {}, {}, {}}, tiling.inner, b, nMajor);
       return;
     }
     if (packs)
@@ -336,9 +363,20 @@ private:
   /// productOfTiles() for each of a warp's row tiles (acc[m] += a[m] B;
   /// one without packed BF16 pairs): on packed pairs B's fragments loaded
   /// once for all of them — FlashAttention-2's: two accumulator tiles a
-  /// k-slab.
+  /// k-slab; by warpgroups, B's swizzled tile read by the tensor cores.
   void productOfTilesRows(MutableArrayRef<Tiles> acc, ArrayRef<Tiles> a,
                           Staged staging, const Operand &b, bool nMajor) {
+    if (tiling.warpgroups) {
+      SmallVector<SmallVector<Value>> flat;
+      for (const Tiles &t : acc)
+        flat.push_back(flatten(t));
+      const int64_t n = static_cast<int64_t>(acc.front().size()) * tile.tileN();
+      tile.warpgroupProducts(e, accumulatorWords(a), b.swizzled, n, nMajor,
+                             flat);
+      for (auto [t, values] : llvm::zip(acc, flat))
+        t = unflatten(values, n);
+      return;
+    }
     if (!packs) {
       assert(acc.size() == 1 && "row tiles need packed BF16 pairs");
       return productOfTiles(acc.front(), a.front(), staging, b, nMajor);
@@ -433,6 +471,18 @@ private:
             arith::TruncFOp::create(
                 body.b, VectorType::get({4}, e.b.getBF16Type()), quad)
                 .getResult());
+        if (to.swizzled) { // 8 bytes within piece column / 8 of the row
+          Value piece =
+              e.bitXor(e.divIndex(column, 8),
+                       arith::RemUIOp::create(body.b, row, e.cIndex(8)));
+          vector::StoreOp::create(
+              body.b, halves, to.swizzled,
+              ValueRange{e.addIndex(
+                  e.addIndex(e.mulIndex(row, e.cIndex(64)),
+                             e.mulIndex(piece, e.cIndex(8))),
+                  arith::RemUIOp::create(body.b, column, e.cIndex(8)))},
+              /*nontemporal=*/false, llvm::MaybeAlign(8));
+        }
         if (to.rows.memory)
           vector::StoreOp::create(
               body.b, halves, to.rows.memory,
@@ -581,20 +631,48 @@ private:
                          Staged a, int64_t k, Staged bm, bool transposed) {
     for (int64_t k0 = 0; k0 < k; k0 += tile.packedK()) {
       SmallVector<SmallVector<Value>> av(rows.size());
-      for (auto [m, first] : llvm::enumerate(rows)) {
-        if (tile.loadsPackedMatrices()) {
-          av[m] = tile.loadPackedA(e, a.memory, lane, first, e.cIndex(k0),
-                                   a.stride);
-          continue;
-        }
-        for (auto [row, kk] : aPacked)
-          av[m].push_back(word(
-              a.memory,
-              e.addIndex(e.mulIndex(e.addIndex(first, row), e.cIndex(a.stride)),
-                         e.addIndex(kk, e.cIndex(k0)))));
-      }
+      for (auto [m, first] : llvm::enumerate(rows))
+        av[m] = packedAWords(a, first, k0);
       multiplyPackedTilesRows(acc, av, bm, k0, transposed);
     }
+  }
+  /// Each of the warp's row tiles' A words over all of head_dim, from a
+  /// staged [rows][head_dim] operand (warpgroupProducts' a).
+  SmallVector<SmallVector<Value>> rowWords(const Operand &a) {
+    SmallVector<SmallVector<Value>> words(tileRows.size());
+    for (auto [m, from] : llvm::enumerate(tileRows))
+      for (int64_t k0 = 0; k0 < hd; k0 += tile.packedK())
+        words[m].append(packedAWords(a.rows, from, k0));
+    return words;
+  }
+  /// Each row tile's accumulators (P or dS, along k) as A's words, rounded
+  /// to BF16 pairs (warpgroupProducts' a).
+  SmallVector<SmallVector<Value>>
+  accumulatorWords(ArrayRef<Tiles> accumulators) {
+    const int64_t tilesPerSlab = tile.packedK() / tile.tileN();
+    SmallVector<SmallVector<Value>> words(accumulators.size());
+    for (auto [m, rowTiles] : llvm::enumerate(accumulators))
+      for (int64_t slab = 0;
+           slab < static_cast<int64_t>(rowTiles.size()) / tilesPerSlab; ++slab)
+        for (int64_t w = 0; w < tile.packedAWords(); ++w) {
+          auto [t, low, high] = tile.packedAFromAccumulators(w);
+          const SmallVector<Value> &from = rowTiles[slab * tilesPerSlab + t];
+          words[m].push_back(pack(from[low], from[high]));
+        }
+    return words;
+  }
+  /// A's words of the k-slab at k0 for the 16 rows from `first` of `a`
+  /// ([rows][k] BF16).
+  SmallVector<Value> packedAWords(Staged a, Value first, int64_t k0) {
+    if (tile.loadsPackedMatrices())
+      return tile.loadPackedA(e, a.memory, lane, first, e.cIndex(k0), a.stride);
+    SmallVector<Value> words;
+    for (auto [row, kk] : aPacked)
+      words.push_back(word(
+          a.memory,
+          e.addIndex(e.mulIndex(e.addIndex(first, row), e.cIndex(a.stride)),
+                     e.addIndex(kk, e.cIndex(k0)))));
+    return words;
   }
   /// acc[m][n] += av[m] B[n-tile n] for each of a warp's row tiles m, B's
   /// k-slab at k0 of `bm` ([n][k] BF16, or `transposed` [k][n]), each of
@@ -957,16 +1035,43 @@ void TiledAttention::forwardRoundedProbabilities() {
   const int64_t rows = tiling.rows, inner = tiling.inner;
   const QueryBlock q = queryBlock();
   Value first = q.first, b = q.b, h = q.h;
-  Operand queries = operand(rows), keys = operand(inner),
-          values = operand(inner, AsColumns);
+  // By warpgroups, K and V are staged swizzled for the tensor cores and
+  // Q's fragments are loaded into registers once.
+  const bool byGroups = tiling.warpgroups;
+  Operand queries = operand(rows),
+          keys = operand(inner, byGroups ? Swizzled : AsRows),
+          values = operand(inner, byGroups ? Swizzled : AsColumns);
   Staged probabilities = scoreStage();
   load(queries, body.arg(0), b, h, first, rows, qStride);
+  SmallVector<SmallVector<Value>> queryWords;
+  if (byGroups) {
+    body.barrier();
+    queryWords = rowWords(queries);
+  }
   // Each of the warp's row tiles: its rows' positions, statistics and
   // outputs (K's and V's fragments loaded once for all of them).
   const int64_t tiles = static_cast<int64_t>(tileRows.size());
   SmallVector<SmallVector<Value>> position;
   for (Value from : tileRows)
     position.push_back(rowPositions(first, from));
+  // Each row tile's scores S = Q K^T of the staged key tile, masked.
+  auto scoresRows = [&](Value keyFirst) {
+    if (!byGroups)
+      return maskedScoresRows(queries, keys, keyFirst, position, first);
+    SmallVector<SmallVector<Value>> acc(tiles, flatten(zeros(inner)));
+    tile.warpgroupProducts(e, queryWords, keys.swizzled, inner,
+                           /*nMajor=*/true, acc);
+    SmallVector<Tiles> scores;
+    for (int64_t m = 0; m < tiles; ++m)
+      scores.push_back(
+          masked(unflatten(acc[m], inner), keyFirst, position[m], first));
+    return scores;
+  };
+  auto staged = [&] {
+    if (byGroups)
+      tile.fenceSharedForProducts(e);
+    body.barrier();
+  };
   Value keyTiles = causalKeyTiles(first);
   const int64_t slots = tile.rowSlots();
   const int64_t pieces = piecesPerThread(inner);
@@ -985,11 +1090,10 @@ void TiledAttention::forwardRoundedProbabilities() {
         body.barrier(); // the last step's reads of K are done
         put(keys, SmallVector<Value>(carried.drop_front(2 * tiles * slots)),
             inner);
-        body.barrier();
+        staged();
         SmallVector<Value> prefetched =
             fetchKeys(e.addIndex(keyFirst, e.cIndex(inner)));
-        SmallVector<Tiles> scores =
-            maskedScoresRows(queries, keys, keyFirst, position, first);
+        SmallVector<Tiles> scores = scoresRows(keyFirst);
         SmallVector<Value> maximum, sum;
         for (int64_t m = 0; m < tiles; ++m) {
           Online next = online(
@@ -1030,13 +1134,12 @@ void TiledAttention::forwardRoundedProbabilities() {
         body.barrier(); // the last step's reads of K and V are done
         put(keys, SmallVector<Value>(fetched.take_front(pieces)), inner);
         put(values, SmallVector<Value>(fetched.drop_front(pieces)), inner);
-        body.barrier();
+        staged();
         SmallVector<Value> prefetched =
             fetchKeysValues(q, e.addIndex(keyFirst, e.cIndex(inner)));
         // P = exp(s scale - lse), 0 where masked (exp(-inf)); rounded as
         // the product's operand.
-        SmallVector<Tiles> scores =
-            maskedScoresRows(queries, keys, keyFirst, position, first);
+        SmallVector<Tiles> scores = scoresRows(keyFirst);
         for (auto [m, tiles] : llvm::enumerate(scores))
           for (SmallVector<Value> &t : tiles)
             for (int64_t r = 0; r < tile.cValues(); ++r)
@@ -1072,8 +1175,13 @@ void TiledAttention::queryGradients() {
   const int64_t rows = tiling.rows, inner = tiling.inner;
   const QueryBlock q = queryBlock();
   Value first = q.first, b = q.b, h = q.h;
+  // By warpgroups, K is staged once, swizzled, for both of its products
+  // (B over its rows in S = Q K^T, over its columns in dS K).
+  const unsigned staging = tiling.warpgroups ? Swizzled : AsRows;
   Operand queries = operand(rows), outGrads = operand(rows),
-          keys = operand(inner, AsRows | AsColumns), values = operand(inner);
+          keys =
+              operand(inner, tiling.warpgroups ? Swizzled : AsRows | AsColumns),
+          values = operand(inner, staging);
   Staged scoreGrads = scoreStage();
   load(queries, body.arg(0), b, h, first, rows, qStride);
   load(outGrads, body.arg(5), b, h, first, rows, qStride);
@@ -1110,15 +1218,31 @@ void TiledAttention::queryGradients() {
         body.barrier();
         put(keys, SmallVector<Value>(fetched.take_front(pieces)), inner);
         put(values, SmallVector<Value>(fetched.drop_front(pieces)), inner);
+        if (tiling.warpgroups)
+          tile.fenceSharedForProducts(e);
         body.barrier();
         SmallVector<Value> prefetched =
             fetchKeysValues(q, e.addIndex(keyFirst, e.cIndex(inner)));
         // dS = P (dP - delta), P = exp(s scale - lse): 0 where masked
         // (exp(-inf); dP is finite, zero-filled past the sequence).
-        SmallVector<Tiles> scores =
-            maskedScoresRows(queries, keys, keyFirst, position, first);
-        SmallVector<Tiles> dp(tiles, zeros(inner));
-        productRows(dp, outGrads, hd, values, /*nMajor=*/true);
+        SmallVector<Tiles> scores, dp;
+        if (tiling.warpgroups) {
+          SmallVector<SmallVector<Value>> s(tiles, flatten(zeros(inner))),
+              p(tiles, flatten(zeros(inner)));
+          tile.warpgroupProducts(e, rowWords(queries), keys.swizzled, inner,
+                                 /*nMajor=*/true, s);
+          tile.warpgroupProducts(e, rowWords(outGrads), values.swizzled, inner,
+                                 /*nMajor=*/true, p);
+          for (int64_t m = 0; m < tiles; ++m) {
+            scores.push_back(
+                masked(unflatten(s[m], inner), keyFirst, position[m], first));
+            dp.push_back(unflatten(p[m], inner));
+          }
+        } else {
+          scores = maskedScoresRows(queries, keys, keyFirst, position, first);
+          dp.assign(tiles, zeros(inner));
+          productRows(dp, outGrads, hd, values, /*nMajor=*/true);
+        }
         for (int64_t m = 0; m < tiles; ++m)
           for (auto [n, t] : llvm::enumerate(scores[m]))
             for (int64_t r = 0; r < tile.cValues(); ++r) {
@@ -1148,23 +1272,48 @@ void TiledAttention::keyValueGradients() {
   Value bg = body.block(gpu::Dimension::y);
   Value b = e.divIndex(bg, shape.kvHeads);
   Value g = arith::RemUIOp::create(body.b, bg, e.cIndex(shape.kvHeads));
+  // By warpgroups, Q and dO are staged once, swizzled, for both of their
+  // products (B over its rows in S^T and dP^T, over its columns in dK and
+  // dV), and K's and V's fragments are held in registers.
+  const unsigned staging =
+      tiling.warpgroups ? unsigned{Swizzled} : AsRows | AsColumns;
   Operand keys = operand(rows), values = operand(rows),
-          queries = operand(inner, AsRows | AsColumns),
-          outGrads = operand(inner, AsRows | AsColumns);
+          queries = operand(inner, staging), outGrads = operand(inner, staging);
   Staged probabilities = scoreStage(), scoreGrads = scoreStage();
   Value lseShift = body.sharedArray(inner, e.f32()); // lse log2 e
   Value delta = body.sharedArray(inner, e.f32());
   load(keys, body.arg(1), b, g, first, rows, kvStride);
   load(values, body.arg(2), b, g, first, rows, kvStride);
+  // A warp's K and V fragments held in registers where it has one row
+  // tile (32 registers), else loaded at each step.
+  const bool holdsWords = tiling.warpgroups && tileRows.size() == 1;
+  SmallVector<SmallVector<Value>> keyWords, valueWords;
+  if (holdsWords) {
+    body.barrier();
+    keyWords = rowWords(keys);
+    valueWords = rowWords(values);
+  }
 
-  SmallVector<Value> position = rowPositions(first);
+  // Each of the warp's row tiles (of keys): its rows' positions.
+  const int64_t tiles = static_cast<int64_t>(tileRows.size());
+  SmallVector<SmallVector<Value>> position;
+  for (Value from : tileRows)
+    position.push_back(rowPositions(first, from));
 
   // Query tiles from the one holding the block's first key.
   Value firstTile = e.divIndex(first, inner);
   Value queryTiles = e.cIndex(ceilDiv(shape.seq, inner));
-  const size_t half = hd / tile.tileN() * tile.cValues();
-  SmallVector<Value> init = flatten(zeros(hd)); // dK, then dV
-  init.append(flatten(zeros(hd)));
+  const int64_t gradValues = hd / tile.tileN() * tile.cValues();
+  const int64_t half = tiles * gradValues; // dK's row tiles, then dV's
+  SmallVector<Value> init;
+  for (int64_t m = 0; m < 2 * tiles; ++m)
+    init.append(flatten(zeros(hd)));
+  auto rowTiles = [&](ValueRange values) {
+    SmallVector<Tiles> grads;
+    for (int64_t m = 0; m < tiles; ++m)
+      grads.push_back(unflatten(values.slice(m * gradValues, gradValues), hd));
+    return grads;
+  };
   // A query tile's Q and dO pieces, then the thread's lse and delta (of
   // query tid, clamped).
   const int64_t pieces = piecesPerThread(inner);
@@ -1188,11 +1337,10 @@ void TiledAttention::keyValueGradients() {
         SmallVector<Value> start(acrossHeads);
         start.append(fetchQueries(h, e.mulIndex(firstTile, e.cIndex(inner))));
         SmallVector<Value> sums = body.strided(
-            firstTile, queryTiles, 1, start,
-            [&](Value it, ValueRange carried) {
-              Tiles keyGrads = unflatten(carried.take_front(half), hd);
-              Tiles valueGrads =
-                  unflatten(carried.drop_front(half).take_front(half), hd);
+            firstTile, queryTiles, 1, start, [&](Value it, ValueRange carried) {
+              SmallVector<Tiles> keyGrads = rowTiles(carried.take_front(half));
+              SmallVector<Tiles> valueGrads =
+                  rowTiles(carried.drop_front(half).take_front(half));
               ValueRange fetched = carried.drop_front(2 * half);
               Value queryFirst = e.mulIndex(it, e.cIndex(inner));
               body.barrier();
@@ -1207,16 +1355,31 @@ void TiledAttention::keyValueGradients() {
                            body.thread());
                 body.store(fetched[2 * pieces + 1], delta, body.thread());
               });
+              if (tiling.warpgroups)
+                tile.fenceSharedForProducts(e);
               body.barrier();
               SmallVector<Value> prefetched =
                   fetchQueries(h, e.addIndex(queryFirst, e.cIndex(inner)));
               // Transposed: the warp's key rows by the tile's queries.
-              Tiles scores = zeros(inner), dp = zeros(inner);
-              product(scores, keys, hd, queries, /*nMajor=*/true);
-              product(dp, values, hd, outGrads, /*nMajor=*/true);
-              for (auto [n, t] : llvm::enumerate(scores))
-                for (int64_t r = 0; r < tile.cValues(); ++r)
-                  t[r] = expScaled(t[r], body.load(lseShift, columnOf(n, r)));
+              SmallVector<Tiles> scores(tiles, zeros(inner)),
+                  dp(tiles, zeros(inner));
+              if (tiling.warpgroups) {
+                SmallVector<SmallVector<Value>> s(tiles, flatten(zeros(inner))),
+                    p(tiles, flatten(zeros(inner)));
+                tile.warpgroupProducts(
+                    e, holdsWords ? keyWords : rowWords(keys), queries.swizzled,
+                    inner, /*nMajor=*/true, s);
+                tile.warpgroupProducts(
+                    e, holdsWords ? valueWords : rowWords(values),
+                    outGrads.swizzled, inner, /*nMajor=*/true, p);
+                for (int64_t m = 0; m < tiles; ++m) {
+                  scores[m] = unflatten(s[m], inner);
+                  dp[m] = unflatten(p[m], inner);
+                }
+              } else {
+                productRows(scores, keys, hd, queries, /*nMajor=*/true);
+                productRows(dp, values, hd, outGrads, /*nMajor=*/true);
+              }
               // Query column c is visible to key row slot s iff
               // position_s - queryFirst <= c < seq - queryFirst: to every
               // row where the block's last key is at most the tile's
@@ -1225,38 +1388,47 @@ void TiledAttention::keyValueGradients() {
                   body.ult(queryFirst, e.addIndex(first, e.cIndex(rows - 1))),
                   body.ult(e.cIndex(shape.seq),
                            e.addIndex(queryFirst, e.cIndex(inner))));
-              scores = maskedWhere(needed, scores, [&](Tiles &masked) {
-                SmallVector<Value> lower;
-                for (Value p : position)
-                  lower.push_back(arith::SubIOp::create(body.b, p, queryFirst));
-                Value upper = arith::SubIOp::create(
-                    body.b, e.cIndex(shape.seq), queryFirst);
-                for (auto [n, t] : llvm::enumerate(masked))
-                  for (int64_t r = 0; r < tile.cValues(); ++r) {
-                    Value column = columnOf(n, r);
-                    Value visible = e.bitAnd(
-                        sle(lower[tile.rowSlot(r)], column),
-                        arith::CmpIOp::create(body.b, CmpIPredicate::slt,
-                                              column, upper));
-                    t[r] = e.select(visible, t[r], e.cF32(0.0f));
-                  }
-              });
-              for (auto [n, t] : llvm::enumerate(scores))
-                for (int64_t r = 0; r < tile.cValues(); ++r)
-                  dp[n][r] = e.mulf(t[r], e.subf(dp[n][r],
-                                                 body.load(delta, columnOf(n, r))));
+              Value upper = arith::SubIOp::create(body.b, e.cIndex(shape.seq),
+                                                  queryFirst);
+              for (int64_t m = 0; m < tiles; ++m) {
+                for (auto [n, t] : llvm::enumerate(scores[m]))
+                  for (int64_t r = 0; r < tile.cValues(); ++r)
+                    t[r] = expScaled(t[r], body.load(lseShift, columnOf(n, r)));
+                scores[m] = maskedWhere(needed, scores[m], [&](Tiles &masked) {
+                  SmallVector<Value> lower;
+                  for (Value p : position[m])
+                    lower.push_back(
+                        arith::SubIOp::create(body.b, p, queryFirst));
+                  for (auto [n, t] : llvm::enumerate(masked))
+                    for (int64_t r = 0; r < tile.cValues(); ++r) {
+                      Value column = columnOf(n, r);
+                      Value visible = e.bitAnd(
+                          sle(lower[tile.rowSlot(r)], column),
+                          arith::CmpIOp::create(body.b, CmpIPredicate::slt,
+                                                column, upper));
+                      t[r] = e.select(visible, t[r], e.cF32(0.0f));
+                    }
+                });
+                for (auto [n, t] : llvm::enumerate(scores[m]))
+                  for (int64_t r = 0; r < tile.cValues(); ++r)
+                    dp[m][n][r] =
+                        e.mulf(t[r], e.subf(dp[m][n][r],
+                                            body.load(delta, columnOf(n, r))));
+              }
               if (!inRegisters(tile)) { // both stashed before one barrier
-                stash(scores, probabilities);
-                stash(dp, scoreGrads);
+                assert(tiles == 1 && "row tiles need packed BF16 pairs");
+                stash(scores.front(), probabilities);
+                stash(dp.front(), scoreGrads);
                 body.barrier();
-                product(valueGrads, Operand{probabilities, {}, {}}, inner,
-                        outGrads, /*nMajor=*/false);
-                product(keyGrads, Operand{scoreGrads, {}, {}}, inner, queries,
-                        /*nMajor=*/false);
+                product(valueGrads.front(), Operand{probabilities, {}, {}, {}},
+                        inner, outGrads, /*nMajor=*/false);
+                product(keyGrads.front(), Operand{scoreGrads, {}, {}, {}},
+                        inner, queries, /*nMajor=*/false);
               } else {
-                productOfTiles(valueGrads, scores, {}, outGrads,
-                               /*nMajor=*/false);
-                productOfTiles(keyGrads, dp, {}, queries, /*nMajor=*/false);
+                productOfTilesRows(valueGrads, scores, {}, outGrads,
+                                   /*nMajor=*/false);
+                productOfTilesRows(keyGrads, dp, {}, queries,
+                                   /*nMajor=*/false);
               }
               SmallVector<Value> next = flatten(keyGrads);
               next.append(flatten(valueGrads));
@@ -1268,10 +1440,15 @@ void TiledAttention::keyValueGradients() {
       });
   SmallVector<Value> factor(tile.rowSlots(), e.cF32(scale)),
       one(tile.rowSlots(), e.cF32(1.0f));
-  storeRows(unflatten(ValueRange(result).take_front(half), hd), body.arg(7), b,
-            g, first, kvStride, factor);
-  storeRows(unflatten(ValueRange(result).drop_front(half), hd), body.arg(8), b,
-            g, first, kvStride, one);
+  for (int64_t m = 0; m < tiles; ++m) {
+    storeRows(
+        unflatten(ValueRange(result).slice(m * gradValues, gradValues), hd),
+        body.arg(7), b, g, first, kvStride, factor, tileRows[m]);
+    storeRows(
+        unflatten(ValueRange(result).slice(half + m * gradValues, gradValues),
+                  hd),
+        body.arg(8), b, g, first, kvStride, one, tileRows[m]);
+  }
 }
 
 } // namespace

@@ -48,6 +48,14 @@
 // packed from the accumulators; elsewhere the fp32 path multiplies the
 // rounded values (exact products).
 //
+// By warpgroups (a chip whose 4 warps multiply 64 rows as one instruction,
+// sm_90a's wgmma; head_dim 64): the same passes and loops, each product
+// over a warpgroup's 64 rows — A from registers (Q, dO, K, V loaded by the
+// chip's matrix load; P and dS packed from the accumulators), B read by the
+// tensor cores from a tile staged swizzled in shared memory, read over its
+// rows or its columns (one staging of K in dQ, of Q and dO in dK and dV,
+// serving both) — so that no warp loads the other side's fragments.
+//
 // A chip adds only its matrix instruction (AttentionMatrixTile): which
 // (row, k), (k, n) and (row, n) elements of the 16 x tileK, tileK x tileN
 // and 16 x tileN slabs each lane holds, which lanes share an accumulator
@@ -188,6 +196,26 @@ public:
                                                     int64_t stride) const {
     return {};
   }
+  /// Whether the chip multiplies a warpgroup's 64 rows as one instruction
+  /// (sm_90a: wgmma.m64nNk16 BF16, A from registers, B read by the tensor
+  /// cores from shared memory): warpgroupProducts then adds, for each of
+  /// the warpgroup's row tiles m (warp w holding its rows 16 w .. 16 w +
+  /// 15, the accumulators as cAt places them, n-tile after n-tile), A's
+  /// words a[m] — packedAAt's, one k-slab of packedK() after another —
+  /// times the n columns of a swizzled BF16 tile `b` (an i16 workgroup
+  /// array on a 1024-byte boundary, rows of 128 bytes, the 16-byte piece c
+  /// of row r at piece c ^ (r % 8)): its rows
+  /// are n and its columns k (`nMajor`), or its rows k and its 64
+  /// columns n. Every product is issued, then waited for, once. The
+  /// stores into such a tile are followed by fenceSharedForProducts() and
+  /// a barrier before the products read it.
+  virtual bool multipliesByWarpgroup() const { return false; }
+  virtual void
+  warpgroupProducts(QuantizationEmitter &e,
+                    llvm::ArrayRef<SmallVector<Value>> a, Value b, int64_t n,
+                    bool nMajor,
+                    llvm::MutableArrayRef<SmallVector<Value>> c) const {}
+  virtual void fenceSharedForProducts(QuantizationEmitter &e) const {}
   /// Static shared memory a block may use.
   virtual int64_t sharedBytes() const = 0;
   /// The same for a block of 128 rows staging packed BF16 tiles (its
@@ -231,6 +259,11 @@ struct AttentionTiling {
   /// whose products load each of the other side's fragments once
   /// (FlashAttention-2's warp tile).
   int64_t rowsPerWarp = 16;
+  /// The forward's products by warpgroups (multipliesByWarpgroup; BF16
+  /// operands, head_dim 64, 128 rows of 4 warps): K and V staged swizzled,
+  /// Q's fragments held in registers, warp w's row tiles at 16 w and 64 +
+  /// 16 w — the warpgroup's two 64-row halves.
+  bool warpgroups = false;
   int64_t warps() const { return rows / rowsPerWarp; }
 };
 

@@ -246,13 +246,19 @@ struct Body {
     }
     return load(shared, tid);
   }
-  /// A workgroup array of `count` elements (a static allocation).
-  Value sharedArray(int64_t count, Type element) {
+  /// A workgroup array of `count` elements (a static allocation), on an
+  /// `align`-byte boundary where given.
+  Value sharedArray(int64_t count, Type element, int64_t align = 0) {
     mlir::Attribute workgroup = gpu::AddressSpaceAttr::get(
         b.getContext(), gpu::AddressSpace::Workgroup);
-    return func.addWorkgroupAttribution(
+    Value array = func.addWorkgroupAttribution(
         mlir::MemRefType::get({count}, element, nullptr, workgroup),
         func.getLoc());
+    if (align > 0)
+      func.setWorkgroupAttributionAttr(func.getNumWorkgroupAttributions() - 1,
+                                       b.getStringAttr("llvm.align"),
+                                       b.getI64IntegerAttr(align));
+    return array;
   }
   /// Every thread of the block waits for the others' shared-memory writes.
   void barrier() { gpu::BarrierOp::create(b); }

@@ -1121,6 +1121,76 @@ public:
                    SmallVector<Value>(c));
   }
 
+  /// wgmma.mma_async m64nNk16 BF16 with A from registers (the RS form,
+  /// which MLIR's op does not have: inline PTX), B by its descriptor: the
+  /// K-major tile's (n rows of 128 bytes) or the MN-major one's (k rows of
+  /// 64 columns), the k-slab s at 32 s bytes along the rows or at row 16 s.
+  bool multipliesByWarpgroup() const override { return true; }
+  void fenceSharedForProducts(QuantizationEmitter &e) const override {
+    NVVM::FenceProxyOp::create(
+        e.b, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(e.b.getContext(),
+                                   NVVM::SharedSpace::shared_cta));
+  }
+  void warpgroupProducts(QuantizationEmitter &e, ArrayRef<SmallVector<Value>> a,
+                         Value b, int64_t n, bool nMajor,
+                         MutableArrayRef<SmallVector<Value>> c) const override {
+    Value base = arith::IndexCastUIOp::create(
+        e.b, e.i64(), memref::ExtractAlignedPointerAsIndexOp::create(e.b, b));
+    Value descriptor = nMajor ? swizzledDescriptor(e, base, 128)
+                              : mnMajorDescriptor(e, base, 1024);
+    const int64_t count = n / 2; // accumulators a lane
+    SmallVector<Type> types(count, e.f32());
+    Type fragment = LLVM::LLVMStructType::getLiteral(e.b.getContext(), types);
+    std::string registers;
+    for (int64_t r = 0; r < count; ++r)
+      registers += (r ? ", $" : "$") + std::to_string(r);
+    const int64_t words = 2 * count; // A's four words, then B's descriptor
+    const std::string asmString = fmt::format(
+        "{{\n.reg .pred p;\nsetp.ne.b32 p, ${6}, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n{0}k16.f32.bf16.bf16 {{{1}}}, "
+        "{{${2}, ${3}, ${4}, ${5}}}, ${7}, p, 1, 1, {8};\n}}",
+        n, registers, words, words + 1, words + 2, words + 3, words + 5,
+        words + 4, nMajor ? 0 : 1);
+    std::string constraints;
+    for (int64_t r = 0; r < count; ++r)
+      constraints += "=f,";
+    for (int64_t r = 0; r < count; ++r)
+      constraints += std::to_string(r) + ",";
+    constraints += "r,r,r,r,l,r";
+    // Accumulators that are all the constant 0 are not read: the first
+    // k-slab's product is not added to them (scale-d false), so that no
+    // register is zeroed between the products in flight.
+    auto zero = [](Value x) { return matchPattern(x, m_AnyZeroFloat()); };
+    SmallVector<Value> fragments(c.size());
+    NVVM::WgmmaFenceAlignedOp::create(e.b);
+    for (auto [m, words] : llvm::enumerate(a)) {
+      SmallVector<Value> d(c[m]);
+      const bool fromZero = llvm::all_of(d, zero);
+      if (fromZero)
+        d.assign(count, LLVM::UndefOp::create(e.b, e.f32()));
+      for (int64_t slab = 0; slab < static_cast<int64_t>(words.size()) / 4;
+           ++slab) {
+        SmallVector<Value> operands(d);
+        operands.append(words.begin() + 4 * slab, words.begin() + 4 * slab + 4);
+        operands.push_back(e.add(descriptor, e.c64((nMajor ? 2 : 128) * slab)));
+        operands.push_back(e.c32(fromZero && slab == 0 ? 0 : 1));
+        fragments[m] = LLVM::InlineAsmOp::create(
+                           e.b, fragment, operands, asmString, constraints,
+                           /*has_side_effects=*/true, /*is_align_stack=*/false,
+                           LLVM::tailcallkind::TailCallKind::None,
+                           /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr)
+                           .getResult(0);
+        for (int64_t r = 0; r < count; ++r)
+          d[r] = LLVM::ExtractValueOp::create(e.b, fragments[m], r);
+      }
+    }
+    NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
+    NVVM::WgmmaWaitGroupSyncOp::create(e.b, 0);
+    for (auto [m, fragment] : llvm::enumerate(fragments))
+      c[m] = pinnedValues(e, fragment, count);
+  }
+
 private:
   /// ldmatrix.sync.aligned.m8n8.x4(.trans).b16 of the 16 bytes at element
   /// `at` of a BF16 (i16) workgroup memref.
