@@ -20,8 +20,11 @@
 # (default 4), each with the GPU's memory in use at its peak (nvidia-smi);
 # PROFILE=1 adds each 125M bundle's per-kernel profile
 # (tetra-run --profile), NCU=1 the GPU's own kernel times of one step by
-# family (Nsight Compute, bench/step_kernel_times.py); each command has a
-# time limit.
+# family (Nsight Compute, bench/step_kernel_times.py) for every 125M bundle
+# (NCU=TEXT: only those whose name holds TEXT, e.g. NCU=none_: a shorter
+# call); each command has a time limit, and the summary so far is
+# written to $OUT/gpu_step/summary.txt after each part (what a call cut
+# short still brings back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp}/gpu_step"
@@ -61,6 +64,7 @@ for bundle in build/step-bundles/check125m-*.tbundle; do
 done
 
 summary+=("$(elapsed) tiny runs done")
+printf '%s\n' "${summary[@]}" > "$out/summary.txt"
 # Resume: 25 steps, then 25 more from the checkpoint, against 50 straight.
 for policy in fp4_all_hadamard fp4_all_sr; do
   bundle=build/step-bundles/tiny-$policy.tbundle
@@ -115,7 +119,7 @@ for bundle in build/step-bundles/125m-*.tbundle; do
       --tokenizer gpt2:data/tokenizers/gpt2 --profile > "$out/profile-$policy.txt" 2>&1
     summary+=("125m $policy profile: $(tail -1 "$out/profile-$policy.txt")")
   fi
-  if [[ ${NCU:-0} != 0 ]]; then
+  if [[ ${NCU:-0} == 1 || ( ${NCU:-0} != 0 && $policy == *"$NCU"* ) ]]; then
     # The GPU's own kernel durations, filed by family (bench/step_kernel_times.py).
     timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
       $run "$bundle" --data data/c4/c4-train.sample.json.gz \
@@ -126,6 +130,7 @@ for bundle in build/step-bundles/125m-*.tbundle; do
     gzip -f "$out/ncu-$policy.csv"
   fi
   rm -rf "$out/speed/$policy/checkpoints" # 1.5 GB a run: not worth carrying back
+  printf '%s\n' "${summary[@]}" > "$out/summary.txt"
 done
 if [[ -f build/peers/peers_h200.py ]]; then
   summary+=("$(elapsed) peers start")
