@@ -259,10 +259,11 @@ struct AttentionTiling {
   /// whose products load each of the other side's fragments once
   /// (FlashAttention-2's warp tile).
   int64_t rowsPerWarp = 16;
-  /// The forward's products by warpgroups (multipliesByWarpgroup; BF16
-  /// operands, head_dim 64, 128 rows of 4 warps): K and V staged swizzled,
-  /// Q's fragments held in registers, warp w's row tiles at 16 w and 64 +
-  /// 16 w — the warpgroup's two 64-row halves.
+  /// Every product by warpgroups (multipliesByWarpgroup; BF16 operands,
+  /// head_dim 64, blocks of 128 rows): the other side's tiles staged
+  /// swizzled; warp w's row tiles at 16 w (+ 64 where it owns 32 rows:
+  /// the forward's and dQ's one warpgroup, its two 64-row halves; dK and
+  /// dV are two warpgroups of 16 rows a warp).
   bool warpgroups = false;
   int64_t warps() const { return rows / rowsPerWarp; }
 };
