@@ -454,8 +454,8 @@ private:
   void put(const Operand &to, ArrayRef<Value> pieces, int64_t rows) {
     const int64_t threads = tiling.warps() * tile.lanes();
     for (auto [k, values] : llvm::enumerate(pieces)) {
-      auto [row, column] = piece(rows, static_cast<int64_t>(k));
-      Value quad = values;
+      const std::pair<Value, Value> at = piece(rows, static_cast<int64_t>(k));
+      Value row = at.first, column = at.second, quad = values;
       auto store = [&] {
         if (to.f32.memory) {
           Value at =
@@ -754,9 +754,10 @@ private:
   /// The same for the 16 rows from `rows` of the block.
   void storeRows(const Tiles &values, Value x, Value b, Value head, Value first,
                  int64_t stride, ArrayRef<Value> factor, Value rows) {
-    for (auto [n, t] : llvm::enumerate(values))
+    for (int64_t n = 0; n < static_cast<int64_t>(values.size()); ++n)
       for (int64_t r = 0; r < tile.cValues(); ++r) {
-        auto [row, column] = cAt[r];
+        const SmallVector<Value> &t = values[n];
+        Value row = cAt[r].first, column = cAt[r].second;
         Value position = e.addIndex(first, e.addIndex(rows, row));
         body.ifThen(body.ult(position, e.cIndex(shape.seq)), [&] {
           body.store(
