@@ -134,10 +134,10 @@ tetra::conversion::tileAttention(const AttentionMatrixTile &tile,
   // dV 9.44 -> 7.21 (another; ptxas: 223, 242 and 200 registers, no
   // spills). dK and dV measured otherwise: by warpgroups with an inner
   // step of 64, 7.34 ms but wrong (--check-kernels: dK and dV off by up to
-  // 0.65; the same kernel in one warpgroup of 32 rows a warp, and two
-  // warpgroups with the inner step 32, were right in the same call — not
-  // understood, so not used); mma.sync with 32 rows a warp, inner steps
-  // 32 and 16: 8.63 and 8.02 ms.
+  // 0.65, twice; the same kernel in one warpgroup of 32 rows a warp, and
+  // two warpgroups with the inner step 32, were right in the calls that
+  // checked it — not understood, so not used); mma.sync with 32 rows a warp,
+  // inner steps 32 and 16: 8.63 and 8.02 ms.
   if (packs) {
     const bool small = shape.headDim <= 64;
     const bool queryRows = pass != AttentionPass::KeyValueGradients;
