@@ -209,9 +209,8 @@ public:
     e.unrollsLoops = true; // constant index arithmetic folds
     Value tid = body.thread();
     lane = arith::RemUIOp::create(body.b, tid, e.cIndex(tile.lanes()));
-    warpRow =
-        e.mulIndex(e.divIndex(tid, tile.lanes()), e.cIndex(tiling.rowsPerWarp));
     Value warp = e.divIndex(tid, tile.lanes());
+    warpRow = e.mulIndex(warp, e.cIndex(tiling.rowsPerWarp));
     for (int64_t m = 0; m < tiling.rowsPerWarp / 16; ++m)
       tileRows.push_back(
           tiling.warpgroups
@@ -645,6 +644,17 @@ private:
         words[m].append(packedAWords(a.rows, from, k0));
     return words;
   }
+  /// By warpgroups: each row tile's a[m] B from zero, B the n rows of the
+  /// swizzled tile `b` ([n][k]) — the scores and dP.
+  SmallVector<Tiles> warpgroupScores(ArrayRef<SmallVector<Value>> a, Value b,
+                                     int64_t n) {
+    SmallVector<SmallVector<Value>> acc(a.size(), flatten(zeros(n)));
+    tile.warpgroupProducts(e, a, b, n, /*nMajor=*/true, acc);
+    SmallVector<Tiles> result;
+    for (const SmallVector<Value> &values : acc)
+      result.push_back(unflatten(values, n));
+    return result;
+  }
   /// Each row tile's accumulators (P or dS, along k) as A's words, rounded
   /// to BF16 pairs (warpgroupProducts' a).
   SmallVector<SmallVector<Value>>
@@ -1059,13 +1069,10 @@ void TiledAttention::forwardRoundedProbabilities() {
   auto scoresRows = [&](Value keyFirst) {
     if (!byGroups)
       return maskedScoresRows(queries, keys, keyFirst, position, first);
-    SmallVector<SmallVector<Value>> acc(tiles, flatten(zeros(inner)));
-    tile.warpgroupProducts(e, queryWords, keys.swizzled, inner,
-                           /*nMajor=*/true, acc);
-    SmallVector<Tiles> scores;
+    SmallVector<Tiles> scores =
+        warpgroupScores(queryWords, keys.swizzled, inner);
     for (int64_t m = 0; m < tiles; ++m)
-      scores.push_back(
-          masked(unflatten(acc[m], inner), keyFirst, position[m], first));
+      scores[m] = masked(std::move(scores[m]), keyFirst, position[m], first);
     return scores;
   };
   auto staged = [&] {
@@ -1178,11 +1185,10 @@ void TiledAttention::queryGradients() {
   Value first = q.first, b = q.b, h = q.h;
   // By warpgroups, K is staged once, swizzled, for both of its products
   // (B over its rows in S = Q K^T, over its columns in dS K).
-  const unsigned staging = tiling.warpgroups ? Swizzled : AsRows;
   Operand queries = operand(rows), outGrads = operand(rows),
           keys =
               operand(inner, tiling.warpgroups ? Swizzled : AsRows | AsColumns),
-          values = operand(inner, staging);
+          values = operand(inner, tiling.warpgroups ? Swizzled : AsRows);
   Staged scoreGrads = scoreStage();
   load(queries, body.arg(0), b, h, first, rows, qStride);
   load(outGrads, body.arg(5), b, h, first, rows, qStride);
@@ -1228,17 +1234,11 @@ void TiledAttention::queryGradients() {
         // (exp(-inf); dP is finite, zero-filled past the sequence).
         SmallVector<Tiles> scores, dp;
         if (tiling.warpgroups) {
-          SmallVector<SmallVector<Value>> s(tiles, flatten(zeros(inner))),
-              p(tiles, flatten(zeros(inner)));
-          tile.warpgroupProducts(e, rowWords(queries), keys.swizzled, inner,
-                                 /*nMajor=*/true, s);
-          tile.warpgroupProducts(e, rowWords(outGrads), values.swizzled, inner,
-                                 /*nMajor=*/true, p);
-          for (int64_t m = 0; m < tiles; ++m) {
-            scores.push_back(
-                masked(unflatten(s[m], inner), keyFirst, position[m], first));
-            dp.push_back(unflatten(p[m], inner));
-          }
+          scores = warpgroupScores(rowWords(queries), keys.swizzled, inner);
+          dp = warpgroupScores(rowWords(outGrads), values.swizzled, inner);
+          for (int64_t m = 0; m < tiles; ++m)
+            scores[m] =
+                masked(std::move(scores[m]), keyFirst, position[m], first);
         } else {
           scores = maskedScoresRows(queries, keys, keyFirst, position, first);
           dp.assign(tiles, zeros(inner));
@@ -1365,18 +1365,10 @@ void TiledAttention::keyValueGradients() {
               SmallVector<Tiles> scores(tiles, zeros(inner)),
                   dp(tiles, zeros(inner));
               if (tiling.warpgroups) {
-                SmallVector<SmallVector<Value>> s(tiles, flatten(zeros(inner))),
-                    p(tiles, flatten(zeros(inner)));
-                tile.warpgroupProducts(
-                    e, holdsWords ? keyWords : rowWords(keys), queries.swizzled,
-                    inner, /*nMajor=*/true, s);
-                tile.warpgroupProducts(
-                    e, holdsWords ? valueWords : rowWords(values),
-                    outGrads.swizzled, inner, /*nMajor=*/true, p);
-                for (int64_t m = 0; m < tiles; ++m) {
-                  scores[m] = unflatten(s[m], inner);
-                  dp[m] = unflatten(p[m], inner);
-                }
+                scores = warpgroupScores(holdsWords ? keyWords : rowWords(keys),
+                                         queries.swizzled, inner);
+                dp = warpgroupScores(holdsWords ? valueWords : rowWords(values),
+                                     outGrads.swizzled, inner);
               } else {
                 productRows(scores, keys, hd, queries, /*nMajor=*/true);
                 productRows(dp, values, hd, outGrads, /*nMajor=*/true);

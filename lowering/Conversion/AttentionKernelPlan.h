@@ -204,9 +204,9 @@ public:
   /// words a[m] — packedAAt's, one k-slab of packedK() after another —
   /// times the n columns of a swizzled BF16 tile `b` (an i16 workgroup
   /// array on a 1024-byte boundary, rows of 128 bytes, the 16-byte piece c
-  /// of row r at piece c ^ (r % 8)): its rows
-  /// are n and its columns k (`nMajor`), or its rows k and its 64
-  /// columns n. Every product is issued, then waited for, once. The
+  /// of row r at piece c ^ (r % 8)): its rows are n and its columns k
+  /// (`nMajor`), or its rows k and its 64 columns n. Every product is
+  /// issued, then waited for, once. The
   /// stores into such a tile are followed by fenceSharedForProducts() and
   /// a barrier before the products read it.
   virtual bool multipliesByWarpgroup() const { return false; }

@@ -1137,6 +1137,8 @@ public:
                          MutableArrayRef<SmallVector<Value>> c) const override {
     Value base = arith::IndexCastUIOp::create(
         e.b, e.i64(), memref::ExtractAlignedPointerAsIndexOp::create(e.b, b));
+    // (An MN-major tile here is one chunk of 64 columns: its leading
+    // offset, to the next chunk, is never used.)
     Value descriptor = nMajor ? swizzledDescriptor(e, base, 128)
                               : mnMajorDescriptor(e, base, 1024);
     const int64_t count = n / 2; // accumulators a lane
@@ -1145,13 +1147,15 @@ public:
     std::string registers;
     for (int64_t r = 0; r < count; ++r)
       registers += (r ? ", $" : "$") + std::to_string(r);
-    const int64_t words = 2 * count; // A's four words, then B's descriptor
+    // Operands after the tied accumulators: A's four words, B's
+    // descriptor, then whether to add to the accumulators (scale-d).
+    const int64_t aOperand = 2 * count;
     const std::string asmString = fmt::format(
         "{{\n.reg .pred p;\nsetp.ne.b32 p, ${6}, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n{0}k16.f32.bf16.bf16 {{{1}}}, "
         "{{${2}, ${3}, ${4}, ${5}}}, ${7}, p, 1, 1, {8};\n}}",
-        n, registers, words, words + 1, words + 2, words + 3, words + 5,
-        words + 4, nMajor ? 0 : 1);
+        n, registers, aOperand, aOperand + 1, aOperand + 2, aOperand + 3,
+        aOperand + 5, aOperand + 4, nMajor ? 0 : 1);
     std::string constraints;
     for (int64_t r = 0; r < count; ++r)
       constraints += "=f,";
