@@ -1898,10 +1898,9 @@ void GemmKernelLowering::buildSpecializedGemm(SpecializedGemm &gemm) {
   const int64_t consumers = tiling.threads - kProducerThreads;
   const int64_t tiles = (m / tiling.blockM) * (n / tiling.blockN);
   const int64_t blocks = specializedBlocks();
-  // Shared memory: the staged buffers, the staged results, then buffer i's
-  // `full` barrier at fullAt + 8i and its `empty` one at emptyAt + 8i.
-  const int64_t resultsAt = buffers * stageBytes() + referenceBytes();
-  const int64_t fullAt = resultsAt + resultsBytes(),
+  // Shared memory: the staged buffers, then buffer i's `full` barrier at
+  // fullAt + 8i and its `empty` one at emptyAt + 8i.
+  const int64_t fullAt = buffers * stageBytes() + referenceBytes(),
                 emptyAt = fullAt + 8 * buffers;
   auto barrierOf = [&](int64_t base, Value g) {
     return e.addIndex(
@@ -1989,67 +1988,55 @@ void GemmKernelLowering::buildSpecializedGemm(SpecializedGemm &gemm) {
   // Consumers: each item's steps as they land, the buffer of the step
   // before released once its matrix instructions finished (the chip's
   // accumulateStep leaves one step's in flight); then the tile's results
-  // into shared memory and out by asynchronous row copies, thread r < blockM
-  // copying row r. Before the results are staged, the last tile's copies
-  // must have read them.
+  // stored from the accumulators, two adjacent ones a store
+  // (storeResultPair), while the producers fill the buffers for the next
+  // tile. No barrier between the consumers: each goes on to the next tile.
   b.setInsertionPointToStart(&roles.getThenRegion().front());
-  {
-    Value isCopier = e.cmp(CmpIPredicate::ult, thread, e.cIndex(tiling.blockM));
-    Value stagedRow = e.addIndex(e.cIndex(resultsAt),
-                                 e.mulIndex(thread, e.cIndex(resultPitch())));
-    e.loop(e.cIndex(0), items, [&](Value i) {
-      Item item = itemAt(i);
-      SmallVector<Value> acc = e.loop(
-          e.cIndex(0), e.cIndex(steps), initialAccumulators(e),
-          [&](Value s, ValueRange carried) -> SmallVector<Value> {
-            Value g = e.addIndex(e.mulIndex(i, e.cIndex(steps)), s);
-            waitOn(e, step.bytes, barrierOf(fullAt, g), parityOf(g, false));
-            fenceStagedStores(e);
-            step.stageAt = stageOf(g);
-            step.moderateScales = nullptr;
-            step.folded = step.exact = false;
-            SmallVector<Value> next = accumulateStep(e, step, carried);
-            e.ifThen(e.cmp(CmpIPredicate::ugt, g, e.cIndex(0)), [&] {
-              arriveOn(e, step.bytes,
-                       barrierOf(emptyAt, arith::SubIOp::create(b, g, e.cIndex(1))));
-            });
-            return next;
+  e.loop(e.cIndex(0), items, [&](Value i) {
+    Item item = itemAt(i);
+    SmallVector<Value> acc = e.loop(
+        e.cIndex(0), e.cIndex(steps), initialAccumulators(e),
+        [&](Value s, ValueRange carried) -> SmallVector<Value> {
+          Value g = e.addIndex(e.mulIndex(i, e.cIndex(steps)), s);
+          waitOn(e, step.bytes, barrierOf(fullAt, g), parityOf(g, false));
+          fenceStagedStores(e);
+          step.stageAt = stageOf(g);
+          step.moderateScales = nullptr;
+          step.folded = step.exact = false;
+          SmallVector<Value> next = accumulateStep(e, step, carried);
+          e.ifThen(e.cmp(CmpIPredicate::ugt, g, e.cIndex(0)), [&] {
+            arriveOn(
+                e, step.bytes,
+                barrierOf(emptyAt, arith::SubIOp::create(b, g, e.cIndex(1))));
           });
-      step.stageAt = nullptr;
-      Value partial = e.mulIndex(item.split, e.cIndex(m * n));
-      e.ifThen(isCopier, [&] { waitStores(e, /*readOnly=*/true); });
-      groupBarrier(e, 1, consumers);
-      storeAccumulators(e, step, acc, [&](Value value, Value row, Value col) {
-        if (gemm.addend) {
-          Value at = e.addIndex(
-              e.mulIndex(e.addIndex(item.origin[0], row), e.cIndex(n)),
-              e.addIndex(item.origin[1], col));
-          value = e.addf(value, memref::LoadOp::create(b, gemm.addend,
-                                                       ValueRange{at}));
-        }
-        Value byte = e.addIndex(
-            e.addIndex(e.cIndex(resultsAt),
-                       e.mulIndex(row, e.cIndex(resultPitch()))),
-            e.mulIndex(col, e.cIndex(4)));
-        memref::StoreOp::create(
-            b, e.bitcast(value, e.i32()), step.words,
-            ValueRange{e.divIndex(byte, 4)});
-      });
-      fenceStagedStores(e);
-      groupBarrier(e, 1, consumers);
-      e.ifThen(isCopier, [&] {
-        Value element = e.addIndex(
-            partial,
-            e.addIndex(e.mulIndex(e.addIndex(item.origin[0], thread),
-                                  e.cIndex(n)),
-                       item.origin[1]));
-        storeAsync(e, gemm.out, e.mulIndex(element, e.cIndex(4)), step.bytes,
-                   stagedRow, tiling.blockN * 4);
-        commitStores(e);
-      });
+          return next;
+        });
+    step.stageAt = nullptr;
+    // The result's element (or, split, the partial tile's) of each value,
+    // plus the addend's, in storeAccumulators' pairs.
+    Value partial = e.mulIndex(item.split, e.cIndex(m * n));
+    SmallVector<std::pair<Value, Value>> results; // (value, element)
+    storeAccumulators(e, step, acc, [&](Value value, Value row, Value col) {
+      Value at =
+          e.addIndex(e.mulIndex(e.addIndex(item.origin[0], row), e.cIndex(n)),
+                     e.addIndex(item.origin[1], col));
+      if (gemm.addend) // unsplit: `at` is the result's own index
+        value = e.addf(value,
+                       memref::LoadOp::create(b, gemm.addend, ValueRange{at}));
+      results.push_back({value, e.addIndex(partial, at)});
     });
-    e.ifThen(isCopier, [&] { waitStores(e, /*readOnly=*/false); });
-  }
+    for (size_t p = 0; p + 1 < results.size(); p += 2)
+      storeResultPair(e, gemm.out, results[p].second, results[p].first,
+                      results[p + 1].first);
+  });
+}
+
+void GemmKernelLowering::storeResultPair(QuantizationEmitter &e, Value out,
+                                         Value at, Value first, Value second) {
+  Value pair = vector::FromElementsOp::create(
+      e.b, VectorType::get({2}, e.f32()), ValueRange{first, second});
+  vector::StoreOp::create(e.b, pair, out, ValueRange{at},
+                          /*nontemporal=*/false, e.b.getI64IntegerAttr(8));
 }
 
 void GemmKernelLowering::buildSplitSum(OpBuilder &moduleBuilder,

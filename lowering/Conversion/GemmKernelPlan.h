@@ -45,8 +45,9 @@
 //     multiprocessor walks the tiles, a producer warpgroup copies the steps
 //     into the kCopyStages buffers, each guarded by a `full` and an `empty`
 //     barrier, the other warpgroups compute with no block-wide barrier in
-//     the K loop, and each tile's results leave through shared memory by
-//     asynchronous row copies while the next tile computes;
+//     the K loop, and each tile's results leave straight from the
+//     accumulators, two adjacent ones a store, while the producers fill
+//     the buffers for the next tile (no barrier between the consumers);
 //   - scale folding (foldsScales: sm_90a's MXFP4 x MXFP4): after each
 //     operand's quantization, fold launches give every fiber along K its
 //     reference code and a copy of its codes with the block scales folded
@@ -266,6 +267,9 @@ protected:
   /// tile origin: `store(value, row, col)` with rows and columns inside the
   /// block's tile — for the exact pass (step.exact), each exact sum as the
   /// fp32 nearest to it (the plan then multiplies by the pair's scale).
+  /// Values come in pairs: the (2p)-th and (2p + 1)-th stored lie in one
+  /// row, at an even column and the next (the specialized launch stores
+  /// each pair at once, storeResultPair).
   virtual void
   storeAccumulators(QuantizationEmitter &e, const StagedStep &step,
                     mlir::ValueRange accumulators,
@@ -368,15 +372,11 @@ protected:
                       mlir::Value at, mlir::Value parity) {}
   virtual void groupBarrier(QuantizationEmitter &e, int64_t id,
                             int64_t threads) {}
-  /// An asynchronous copy of `size` bytes from byte `from` of shared memory
-  /// `bytes` to byte `to` (index) of the global buffer `global`; its
-  /// thread's copies so far closed as a group; a wait until the thread's
-  /// groups have read their shared memory (readOnly) or completed.
-  virtual void storeAsync(QuantizationEmitter &e, mlir::Value global,
-                          mlir::Value to, mlir::Value bytes, mlir::Value from,
-                          int64_t size) {}
-  virtual void commitStores(QuantizationEmitter &e) {}
-  virtual void waitStores(QuantizationEmitter &e, bool readOnly) {}
+  /// Two adjacent fp32 results, `first` and `second`, stored at elements
+  /// `at` (even) and at + 1 of the global buffer `out` (one 8-byte store).
+  virtual void storeResultPair(QuantizationEmitter &e, mlir::Value out,
+                               mlir::Value at, mlir::Value first,
+                               mlir::Value second);
   /// Tile rows a group of consecutively launched blocks walks down before
   /// the next tile column (the launch's grouped tile order), and the rhs
   /// size past which the launch takes that order: measured on the H200
@@ -548,22 +548,15 @@ private:
     return ((foldsScales() ? 1 : 0) + (sumsExactly() ? 1 : 0)) * 4 *
            (tiling.blockM + tiling.blockN);
   }
-  /// The specialized launch's results staged in shared memory: blockM rows
-  /// of blockN fp32, each padded by 16 bytes (two wavefronts a warp's
-  /// store of its fragment), and each staged buffer's two barriers.
-  int64_t resultPitch() const { return tiling.blockN * 4 + 16; }
-  int64_t resultsBytes() const {
-    return specializesWarps() ? tiling.blockM * resultPitch() : 0;
-  }
+  /// The specialized launch's barriers: two for each staged buffer.
   int64_t barriersBytes() const {
     return specializesWarps() ? 2 * 8 * stagedBuffers() : 0;
   }
   /// The launch's shared memory: the staged buffers, the i32 reference
   /// codes of the tile's rows and columns, then (specializesWarps()) the
-  /// staged results and the barriers.
+  /// barriers.
   int64_t sharedBytes() const {
-    return stagedBuffers() * stageBytes() + referenceBytes() + resultsBytes() +
-           barriersBytes();
+    return stagedBuffers() * stageBytes() + referenceBytes() + barriersBytes();
   }
   int64_t scalesPerStep(const OperandPlan &operand, int64_t rows) const {
     return operand.scaled() ? rows * (tiling.stepK / operand.block()) : 0;

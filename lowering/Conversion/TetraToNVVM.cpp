@@ -166,15 +166,16 @@ private:
   }
   /// BF16 on wgmma with tiles up to 128 wide: persistent and
   /// warp-specialized (buildSpecializedGemm), its steps copied by cp.async
-  /// into buffers guarded by mbarriers, its results out by cp.async.bulk
-  /// row copies; the producers are the block's last warpgroup (with 384
-  /// threads ptxas allows 168 registers a thread: 128 producers hold few
-  /// copy addresses each, and nothing spills). Tiles 256 wide stay a block
-  /// a tile with one barrier a step: their staged results would not fit
-  /// beside four 48 KB buffers, and on the H200 they were faster so
-  /// (125M's 32768 x 1792 x 640: 0.176 against 0.180 ms as specialized
-  /// 128 x 128; Llama 8B's BF16 GEMMs 688-740 against 628-691 TFLOP/s;
-  /// docs/benchmarks.md).
+  /// into buffers guarded by mbarriers, its results stored from the
+  /// accumulators (storeResultPair); the producers are the block's last
+  /// warpgroup (with 384 threads ptxas allows 168 registers a thread: 128
+  /// producers hold few copy addresses each, and nothing spills). Tiles 256
+  /// wide stay a block a tile with one barrier a step: on the H200 they
+  /// were faster so (125M's 32768 x 1792 x 640: 0.176 against 0.180 ms as
+  /// specialized 128 x 128; Llama 8B's BF16 GEMMs 688-740 against 628-691
+  /// TFLOP/s; docs/benchmarks.md) when the specialized launch still staged
+  /// its results in shared memory, which left no room for four 48 KB
+  /// buffers of 256-wide tiles.
   bool specializesWarps() const override {
     return chainsSteps() && tiling.blockN <= 128;
   }
@@ -204,19 +205,6 @@ private:
     NVVM::BarrierOp::create(e.b, TypeRange{}, e.c32(id), e.c32(threads),
                             /*reductionOp=*/nullptr,
                             /*reductionPredicate=*/Value());
-  }
-  void storeAsync(QuantizationEmitter &e, Value global, Value to, Value bytes,
-                  Value from, int64_t size) override {
-    NVVM::CpAsyncBulkSharedCTAToGlobalOp::create(
-        e.b, pointerInto(e, global, to, 1), sharedPointer(e, bytes, from),
-        e.c32(size), /*l2CacheHint=*/Value(), /*byteMask=*/Value());
-  }
-  void commitStores(QuantizationEmitter &e) override {
-    NVVM::CpAsyncBulkCommitGroupOp::create(e.b);
-  }
-  void waitStores(QuantizationEmitter &e, bool readOnly) override {
-    NVVM::CpAsyncBulkWaitGroupOp::create(
-        e.b, 0, readOnly ? e.b.getUnitAttr() : UnitAttr());
   }
   Value stepBarrier(QuantizationEmitter &e, Value predicate) override {
     Value all = NVVM::BarrierOp::create(
