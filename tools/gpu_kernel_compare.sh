@@ -9,7 +9,7 @@
 # e.g. tools/gpu_kernel_compare.sh '__gemm' build/a.tbundle build/b.tbundle.
 # Each kernel name's fastest launch and its mean over the step's launches
 # (a name is shared by the layers' launches of one shape), in µs; the
-# captures land in $OUT/compare/NAME.csv.
+# captures land in $OUT/compare/NAME.csv (the runs' own outputs are removed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 regex=$1; shift
@@ -22,6 +22,7 @@ for bundle in "$@"; do
     --data data/c4/c4-train.sample.json.gz --tokenizer gpt2:data/tokenizers/gpt2 \
     --steps 1 --out "$out/run-$name" > "$out/$name.csv" 2>&1
   echo "$name: ncu rc $?"
+  rm -rf "$out/run-$name" # its checkpoint (1.5 GB for the 125M model)
 done
 python3 - "$out" "$@" <<'PY'
 import csv, io, os, sys
