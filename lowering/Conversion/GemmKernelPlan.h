@@ -267,9 +267,11 @@ protected:
   /// tile origin: `store(value, row, col)` with rows and columns inside the
   /// block's tile — for the exact pass (step.exact), each exact sum as the
   /// fp32 nearest to it (the plan then multiplies by the pair's scale).
-  /// Values come in pairs: the (2p)-th and (2p + 1)-th stored lie in one
-  /// row, at an even column and the next (the specialized launch stores
-  /// each pair at once, storeResultPair).
+  /// A chip that specializes warps (specializesWarps) gives the values in
+  /// pairs: the (2p)-th and (2p + 1)-th lie in one row, at an even column
+  /// and the next (sm_90a's wgmma fragment), and the specialized launch
+  /// stores each pair at once (storeResultPair). Other chips' orders are
+  /// their own (gfx950's MFMA: a lane's values down a column).
   virtual void
   storeAccumulators(QuantizationEmitter &e, const StagedStep &step,
                     mlir::ValueRange accumulators,
