@@ -32,10 +32,12 @@ def family(kernel):
         return "gemm"
     if "__sum" in kernel:
         return "gemm split sums"
-    if "__" in kernel:
-        return "gemm prologue"
+    # Before the prologues: an elementwise kernel's variants (NAME__bf16,
+    # NAME__and_bf16) are elementwise launches too.
     if kernel.startswith("elementwise_"):
         return "elementwise"
+    if "__" in kernel:
+        return "gemm prologue"
     return re.sub(r"[_0-9]+$", "", kernel)
 
 
