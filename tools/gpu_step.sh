@@ -22,7 +22,10 @@
 # (tetra-run --profile), NCU=1 the GPU's own kernel times of one step by
 # family (Nsight Compute, bench/step_kernel_times.py) for every 125M bundle
 # (NCU=TEXT: only those whose name holds TEXT, e.g. NCU=none_: a shorter
-# call); each command has a time limit, and the summary so far is
+# call); COMPARE=REGEX adds a side-by-side table of the kernels matching
+# REGEX in one step of every 125M bundle (tools/gpu_kernel_compare.sh: a
+# branch's bundle beside main's); each command has a time limit, and the
+# summary so far is
 # written to $OUT/gpu_step/summary.txt after each part (what a call cut
 # short still brings back).
 set -uo pipefail
@@ -132,6 +135,13 @@ for bundle in build/step-bundles/125m-*.tbundle; do
   rm -rf "$out/speed/$policy/checkpoints" # 1.5 GB a run: not worth carrying back
   printf '%s\n' "${summary[@]}" > "$out/summary.txt"
 done
+if [[ -n ${COMPARE:-} ]]; then
+  summary+=("$(elapsed) kernel comparison starts")
+  OUT="$out" timeout 300 tools/gpu_kernel_compare.sh "$COMPARE" \
+    build/step-bundles/125m-*.tbundle > "$out/compare.txt" 2>&1
+  summary+=("kernels matching '$COMPARE' side by side (µs): $out/compare.txt")
+  printf '%s\n' "${summary[@]}" > "$out/summary.txt"
+fi
 if [[ -f build/peers/peers_h200.py ]]; then
   summary+=("$(elapsed) peers start")
   PYTHONUNBUFFERED=1 timeout "${LIMIT_PEERS:-240}" python3 build/peers/peers_h200.py --only train \
@@ -143,4 +153,5 @@ fi
 summary+=("$(elapsed) done")
 printf '%s\n' "${summary[@]}" > "$out/summary.txt"
 tar czf "${OUT:-/tmp}/gpu_step.tgz" -C "$(dirname "$out")" gpu_step
+[[ -f $out/compare.txt ]] && cat "$out/compare.txt"
 printf '%s\n' "${summary[@]}"
