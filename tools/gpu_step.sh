@@ -25,9 +25,8 @@
 # call); COMPARE=REGEX adds a side-by-side table of the kernels matching
 # REGEX in one step of every 125M bundle (tools/gpu_kernel_compare.sh: a
 # branch's bundle beside main's); each command has a time limit, and the
-# summary so far is
-# written to $OUT/gpu_step/summary.txt after each part (what a call cut
-# short still brings back).
+# summary so far is written to $OUT/gpu_step/summary.txt after each part
+# (what a call cut short still brings back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp}/gpu_step"
@@ -38,6 +37,8 @@ run=build/bin/tetra-run
 data=(--data data/c4/c4-train.sample.json.gz
       --eval-data data/c4/c4-validation.sample.json.gz)
 summary=()
+# The summary so far, where a call cut short still finds it.
+saveSummary() { printf '%s\n' "${summary[@]}" > "$out/summary.txt"; }
 for bundle in build/step-bundles/tiny-*.tbundle; do
   [[ -d $bundle ]] || continue
   policy=$(basename "$bundle" .tbundle); policy=${policy#tiny-}
@@ -67,7 +68,7 @@ for bundle in build/step-bundles/check125m-*.tbundle; do
 done
 
 summary+=("$(elapsed) tiny runs done")
-printf '%s\n' "${summary[@]}" > "$out/summary.txt"
+saveSummary
 # Resume: 25 steps, then 25 more from the checkpoint, against 50 straight.
 for policy in fp4_all_hadamard fp4_all_sr; do
   bundle=build/step-bundles/tiny-$policy.tbundle
@@ -133,14 +134,14 @@ for bundle in build/step-bundles/125m-*.tbundle; do
     gzip -f "$out/ncu-$policy.csv"
   fi
   rm -rf "$out/speed/$policy/checkpoints" # 1.5 GB a run: not worth carrying back
-  printf '%s\n' "${summary[@]}" > "$out/summary.txt"
+  saveSummary
 done
 if [[ -n ${COMPARE:-} ]]; then
   summary+=("$(elapsed) kernel comparison starts")
   OUT="$out" timeout 300 tools/gpu_kernel_compare.sh "$COMPARE" \
     build/step-bundles/125m-*.tbundle > "$out/compare.txt" 2>&1
   summary+=("kernels matching '$COMPARE' side by side (µs): $out/compare.txt")
-  printf '%s\n' "${summary[@]}" > "$out/summary.txt"
+  saveSummary
 fi
 if [[ -f build/peers/peers_h200.py ]]; then
   summary+=("$(elapsed) peers start")
@@ -151,7 +152,7 @@ if [[ -f build/peers/peers_h200.py ]]; then
   summary+=("peers: $(grep 'tetra-125m' "$out/peers.txt" | tail -1)")
 fi
 summary+=("$(elapsed) done")
-printf '%s\n' "${summary[@]}" > "$out/summary.txt"
+saveSummary
 tar czf "${OUT:-/tmp}/gpu_step.tgz" -C "$(dirname "$out")" gpu_step
 [[ -f $out/compare.txt ]] && cat "$out/compare.txt"
 printf '%s\n' "${summary[@]}"
