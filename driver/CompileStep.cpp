@@ -758,6 +758,47 @@ schedule::Launch mergedOptimizerLaunch(ArrayRef<schedule::Launch> run) {
   return merged;
 }
 
+/// Where a cross-entropy forward's logits are the result of a GEMM launch
+/// (the last of `launches` to name them: as its last buffer, once) with a
+/// kLossPartsSuffix variant, that launch takes the variant, writing the
+/// logits' loss parts too into a new temporary, and the forward reduces
+/// those (GpuLibraryBuilder::LossParts) instead of sweeping the logits
+/// (rows x vocab fp32, read once more): the parts of the logits' rows.
+std::optional<conversion::GpuLibraryBuilder::LossParts>
+takeLossParts(const schedule::Launch &loss, schedule::Schedule &plan,
+              std::vector<schedule::Launch> &launches, ModuleOp module) {
+  const int logits = loss.buffers.front();
+  auto writer = llvm::find_if(llvm::reverse(launches), [&](const auto &gpu) {
+    return llvm::is_contained(gpu.buffers, logits);
+  });
+  if (writer == launches.rend() || writer->buffers.back() != logits ||
+      llvm::count(writer->buffers, logits) != 1)
+    return std::nullopt;
+  const std::string variant =
+      writer->kernel + conversion::kLossPartsSuffix.str();
+  ArrayAttr slabs;
+  module.walk([&](gpu::GPUFuncOp func) {
+    if (func.getName() == variant)
+      slabs = func->getAttrOfType<ArrayAttr>(conversion::kLossPartsAttr);
+  });
+  if (!slabs || slabs.size() != 2)
+    return std::nullopt;
+  conversion::GpuLibraryBuilder::LossParts parts;
+  parts.slabs = cast<IntegerAttr>(slabs[1]).getInt();
+  const int64_t rows = plan.buffers[logits].numElements() /
+                       (parts.slabs * cast<IntegerAttr>(slabs[0]).getInt());
+  schedule::BufferDesc desc;
+  desc.name = plan.buffers[logits].name + ".loss_parts";
+  desc.role = schedule::BufferRole::Temporary;
+  desc.type = backend::ElementType::I32;
+  desc.shape = {4 * rows * parts.slabs}; // an f64 pair a part
+  plan.buffers.push_back(desc);
+  parts.buffer = static_cast<int>(plan.buffers.size()) - 1;
+  writer->kernel = variant;
+  writer->buffers.push_back(parts.buffer);
+  return parts;
+}
+
 FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
     MLIRContext &context, const llvm::SourceMgr &sourceMgr,
     const frontend::ModelGraph &model, const frontend::ResolvedPolicy *policy,
@@ -831,6 +872,10 @@ FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
             ? expandCompiledLaunch(launch, *found->second,
                                    tensorInputs[launch.kernel], *plan, loc,
                                    launches)
+        : launch.kernel == "cross_entropy.forward"
+            ? library.expand(launch, *plan, loc, launches,
+                             conversion::GpuLibraryBuilder::Result::F32,
+                             takeLossParts(launch, *plan, launches, *module))
             : library.expand(launch, *plan, loc, launches);
     if (failed(expanded))
       return failure();

@@ -43,8 +43,11 @@ for name in names:
             float(r["Metric Value"].replace(",", "")) * scale)
 every = sorted({k for kernels in times.values() for k in kernels})
 width = max([len("kernel (µs: fastest / mean)")] + [len(k) for k in every])
+# Columns by number (bundle names share long suffixes), named first.
+for i, n in enumerate(names, 1):
+    print(f"[{i}] {n}")
 print(f"{'kernel (µs: fastest / mean)':{width}s}" +
-      "".join(f" {n[-19:]:>19s}" for n in names))
+      "".join(f" {f'[{i}]':>19s}" for i in range(1, len(names) + 1)))
 for k in every:
     cells = []
     for n in names:

@@ -288,9 +288,118 @@ LogicalResult GemmKernelLowering::lower(ModuleOp module) {
     if (tiling.splitK > 1)
       buildSplitSum(inner, /*plusAddend=*/true);
     else
-      buildGemm(inner, /*plusAddend=*/true);
+      buildGemm(inner, Epilogue::PlusAddend);
   }
+  // The logits of a cross-entropy: the variant that also writes each row's
+  // partial log-sum-exps.
+  if (feedsCrossEntropy())
+    buildGemm(inner, Epilogue::AndLossParts);
   return success();
+}
+
+bool GemmKernelLowering::feedsCrossEntropy() const {
+  if (rowSlabs().width == 0 || tiling.splitK > 1 || sumsExactly())
+    return false;
+  SmallVector<Value> views{kernel->getResult(0)};
+  for (size_t i = 0; i < views.size(); ++i)
+    for (Operation *user : views[i].getUsers()) {
+      if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(user))
+        views.push_back(user->getResult(0));
+      else if (auto loss = dyn_cast<CrossEntropyOp>(user);
+               loss && loss->getOperand(0) == views[i])
+        return true;
+    }
+  return false;
+}
+
+void GemmKernelLowering::storeLossParts(
+    QuantizationEmitter &e, Value lane,
+    ArrayRef<std::pair<Value, Value>> results, Value parts) {
+  ImplicitLocOpBuilder &b = e.b;
+  const RowSlabs slabs = rowSlabs();
+  const int64_t perRow = n / slabs.width;
+  Type f64 = b.getF64Type();
+  auto toF64 = [&](Value x) {
+    return arith::ExtFOp::create(b, f64, x).getResult();
+  };
+  auto larger = [&](Value x, Value y) {
+    return e.select(e.cmpf(arith::CmpFPredicate::OGT, x, y), x, y);
+  };
+  // exp(m - top) widened, exactly 1 where m is the largest (-inf too).
+  auto factor = [&](Value m, Value top) {
+    return e.select(
+        e.cmpf(arith::CmpFPredicate::OEQ, m, top),
+        arith::ConstantFloatOp::create(b, cast<FloatType>(f64), APFloat(1.0)),
+        toF64(e.fastExp(e.subf(m, top))));
+  };
+  // Each of the thread's rows: its largest value m, then the sum of
+  // fastExp(x - m) in the order of storeAccumulators, in fp32 (at most
+  // 2 · tilesN() terms, each at most 1: conversions to fp64 a term took
+  // as long as the exponentials), then in fp64 across the lanes.
+  std::map<int64_t, SmallVector<size_t>> slots;
+  for (size_t v = 0; v < results.size(); ++v)
+    slots[slabs.slotOf(static_cast<int64_t>(v))].push_back(v);
+  int32_t writers = 0;
+  for (int32_t mask : slabs.laneMasks)
+    writers |= mask;
+  Value writes =
+      e.cmp(arith::CmpIPredicate::eq,
+            arith::AndIOp::create(b, lane, e.cIndex(writers)), e.cIndex(0));
+  for (const auto &[slot, values] : slots) {
+    Value top = results[values.front()].first;
+    for (size_t v : values)
+      top = larger(results[v].first, top);
+    Value sum32 = e.fastExp(e.subf(results[values.front()].first, top));
+    for (size_t v : ArrayRef(values).drop_front())
+      sum32 = e.addf(sum32, e.fastExp(e.subf(results[v].first, top)));
+    Value sum = toF64(sum32);
+    // The lanes holding the rest of the row's slab: the same merge in every
+    // lane (IEEE addition commutes), so each ends with the same bits.
+    for (int32_t mask : slabs.laneMasks) {
+      Value otherTop =
+          gpu::ShuffleOp::create(b, top, mask, 32, gpu::ShuffleMode::XOR)
+              .getShuffleResult();
+      Value bits = arith::BitcastOp::create(b, b.getI64Type(), sum);
+      Value low =
+          gpu::ShuffleOp::create(b, arith::TruncIOp::create(b, e.i32(), bits),
+                                 mask, 32, gpu::ShuffleMode::XOR)
+              .getShuffleResult();
+      Value high =
+          gpu::ShuffleOp::create(
+              b,
+              arith::TruncIOp::create(
+                  b, e.i32(),
+                  arith::ShRUIOp::create(
+                      b, bits, arith::ConstantIntOp::create(b, 32, 64))),
+              mask, 32, gpu::ShuffleMode::XOR)
+              .getShuffleResult();
+      Value otherSum = arith::BitcastOp::create(
+          b, f64,
+          arith::OrIOp::create(
+              b, arith::ExtUIOp::create(b, b.getI64Type(), low),
+              arith::ShLIOp::create(
+                  b, arith::ExtUIOp::create(b, b.getI64Type(), high),
+                  arith::ConstantIntOp::create(b, 32, 64))));
+      Value both = larger(otherTop, top);
+      sum = e.addf(e.mulf(sum, factor(top, both)),
+                   e.mulf(otherSum, factor(otherTop, both)));
+      top = both;
+    }
+    // Row r's slab of column c: part r * perRow + c / width, where the
+    // slot's first value lies.
+    Value at = results[values.front()].second;
+    Value row = e.divIndex(at, n);
+    Value slab =
+        e.divIndex(arith::RemUIOp::create(b, at, e.cIndex(n)), slabs.width);
+    Value part = e.addIndex(e.mulIndex(row, e.cIndex(perRow)), slab);
+    e.ifThen(writes, [&] {
+      Value pair = vector::FromElementsOp::create(b, VectorType::get({2}, f64),
+                                                  ValueRange{toF64(top), sum});
+      vector::StoreOp::create(b, pair, parts,
+                              ValueRange{e.mulIndex(part, e.cIndex(2))},
+                              /*nontemporal=*/false, b.getI64IntegerAttr(16));
+    });
+  }
 }
 
 bool GemmKernelLowering::resultIsAddedTo() const {
@@ -1412,12 +1521,16 @@ struct GemmKernelLowering::SpecializedGemm {
   QuantizationEmitter &e;
   OperandStaging (&staging)[2];
   StagedStep &step;
-  Value out, addend; ///< The result (or partial tiles), the addend or null.
+  Value out;    ///< The result (or partial tiles).
+  Value addend; ///< The addend, or null.
+  Value parts;  ///< The loss parts (kLossPartsSuffix), or null.
   std::function<std::array<Value, 2>(Value)> tileAt; ///< (row, col) of a tile
 };
 
 void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
-                                   bool plusAddend) {
+                                   Epilogue epilogue) {
+  const bool plusAddend = epilogue == Epilogue::PlusAddend,
+             lossParts = epilogue == Epilogue::AndLossParts;
   MLIRContext *context = kernel.getContext();
   Type f32 = Float32Type::get(context), i8 = IntegerType::get(context, 8),
        i32 = IntegerType::get(context, 32);
@@ -1459,18 +1572,27 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
                                                          flat(m * n, f32)});
   if (plusAddend)
     arguments.push_back({"addend", flat(m * n, f32)});
+  const int64_t slabWidth = rowSlabs().width;
+  if (lossParts)
+    arguments.push_back({"loss_parts", flat(2 * m * (n / slabWidth),
+                                            Float64Type::get(context))});
+  const StringRef suffix = plusAddend  ? kPlusAddendSuffix
+                           : lossParts ? kLossPartsSuffix
+                                       : "";
   gpu::GPUFuncOp func = createLaunch(
       moduleBuilder, matmul.getLoc(),
-      (kernel.getKernelName() + "__gemm" +
-       (plusAddend ? kPlusAddendSuffix : ""))
-          .str(),
-      arguments,
+      (kernel.getKernelName() + "__gemm" + suffix).str(), arguments,
       specializesWarps()
           ? SmallVector<int64_t>{specializedBlocks(), 1, 1}
           : SmallVector<int64_t>{n / tiling.blockN, m / tiling.blockM, splitK},
       {threads, 1, 1});
   if (plusAddend)
     markAddendVariant(func);
+  if (lossParts) {
+    markVariant(func);
+    func->setAttr(kLossPartsAttr,
+                  moduleBuilder.getI64ArrayAttr({slabWidth, n / slabWidth}));
+  }
   Attribute workgroup = gpu::AddressSpaceAttr::get(
       context, gpu::GPUDialect::getWorkgroupAddressSpace());
   auto sharedType = [&](int64_t count, Type element) {
@@ -1563,6 +1685,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
   }
   Value out = func.getArgument(argument);
   Value addend = plusAddend ? func.getArgument(argument + 1) : Value();
+  Value parts = lossParts ? func.getArgument(argument + 1) : Value();
 
   StagedStep step;
   step.bytes = sharedBytes;
@@ -1581,7 +1704,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
   step.lhsTensorScale = tensorScales[0];
   step.rhsTensorScale = tensorScales[1];
   if (specializesWarps()) {
-    SpecializedGemm gemm{e, staging, step, out, addend, tileAt};
+    SpecializedGemm gemm{e, staging, step, out, addend, parts, tileAt};
     buildSpecializedGemm(gemm);
     gpu::ReturnOp::create(b);
     return;
@@ -1819,6 +1942,7 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
     step.stageAt = step.moderateScales = nullptr;
     step.folded = false;
     step.exact = exact;
+    SmallVector<std::pair<Value, Value>> computed; // (value, element): parts
     storeAccumulators(e, step, results, [&](Value value, Value row, Value col) {
       auto refs = [&](References which) {
         Value refRow = memref::LoadOp::create(
@@ -1843,11 +1967,15 @@ void GemmKernelLowering::buildGemm(OpBuilder &moduleBuilder,
       if (addend) // unsplit: `at` is the result's own index
         value = e.addf(value,
                        memref::LoadOp::create(b, addend, ValueRange{at}));
+      if (parts)
+        computed.push_back({value, at});
       auto write = [&] { memref::StoreOp::create(b, value, out, ValueRange{at}); };
       if (!keep)
         return write();
       e.ifThen(keep(row, col), write);
     });
+    if (parts)
+      storeLossParts(e, step.lane, computed, parts);
   };
   if (!sumsExactly()) {
     storePass(accumulateChunked(), /*exact=*/false, nullptr);
@@ -2028,6 +2156,8 @@ void GemmKernelLowering::buildSpecializedGemm(SpecializedGemm &gemm) {
     for (size_t p = 0; p + 1 < results.size(); p += 2)
       storeResultPair(e, gemm.out, results[p].second, results[p].first,
                       results[p + 1].first);
+    if (gemm.parts)
+      storeLossParts(e, step.lane, results, gemm.parts);
   });
 }
 

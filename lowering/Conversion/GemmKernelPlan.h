@@ -81,6 +81,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <functional>
 #include <string>
 
 namespace tetra::conversion {
@@ -179,9 +180,20 @@ constexpr llvm::StringLiteral kRoundsToBF16 = "tetra.rounds_to_bf16";
 ///   kBF16AlsoSuffix: writes its one result and, in a trailing argument,
 ///     its BF16 codes, where a rounding prologue is one of the result's
 ///     readers.
+///   kLossPartsSuffix: writes its result (a cross-entropy's logits) and,
+///     in a trailing argument "loss_parts", each row's partial
+///     log-sum-exp over each slab of the chip's rowSlabs() columns: at f64
+///     index 2 (row · slabs + col / width) the slab's largest logit m (an
+///     fp32 value, widened), then the sum of fastExp(x - m) over the slab.
+///     Its attribute kLossPartsAttr is [width, slabs]. Built where a
+///     tetra.cross_entropy reads the result: the cross-entropy's forward
+///     then reduces the parts instead of sweeping the logits
+///     (GpuLibraryBuilder::LossParts).
 constexpr llvm::StringLiteral kBF16ResultSuffix = "__bf16";
 constexpr llvm::StringLiteral kBF16AlsoSuffix = "__and_bf16";
 constexpr llvm::StringLiteral kPlusAddendSuffix = "__plus";
+constexpr llvm::StringLiteral kLossPartsSuffix = "__and_loss_parts";
+constexpr llvm::StringLiteral kLossPartsAttr = "tetra.loss_parts";
 void markVariant(mlir::gpu::GPUFuncOp variant);
 /// The unit attribute of an elementwise kernel's function that sums its
 /// inputs in order, ((x0 + x1) + x2) + ..., and does nothing else
@@ -379,6 +391,18 @@ protected:
   virtual void storeResultPair(QuantizationEmitter &e, mlir::Value out,
                                mlir::Value at, mlir::Value first,
                                mlir::Value second);
+  /// How a thread's results lie in rows, for per-row reductions in the
+  /// epilogue (kLossPartsSuffix), on chips that give them (width 0: none):
+  /// the lanes whose lane indices differ by the bits of `laneMasks` (and
+  /// no others) hold the rest of each of a thread's rows within a slab of
+  /// `width` columns (at a multiple of `width`); storeAccumulators' value
+  /// v lies in the thread's row `slotOf(v)`.
+  struct RowSlabs {
+    int64_t width = 0;
+    llvm::SmallVector<int32_t> laneMasks;
+    std::function<int64_t(int64_t)> slotOf;
+  };
+  virtual RowSlabs rowSlabs() const { return {}; }
   /// Tile rows a group of consecutively launched blocks walks down before
   /// the next tile column (the launch's grouped tile order), and the rhs
   /// size past which the launch takes that order: measured on the H200
@@ -491,8 +515,13 @@ private:
   /// The fold launches of an operand (foldsScales() or sumsExactly()): its
   /// fibers' reference codes, then its folded and exact codes.
   void buildFold(mlir::OpBuilder &moduleBuilder, const OperandPlan &operand);
-  /// The GEMM launch; `plusAddend`: its kPlusAddendSuffix variant.
-  void buildGemm(mlir::OpBuilder &moduleBuilder, bool plusAddend = false);
+  /// What a GEMM launch writes: its result; its result plus an addend
+  /// (kPlusAddendSuffix); its result and its loss parts
+  /// (kLossPartsSuffix).
+  enum class Epilogue { Result, PlusAddend, AndLossParts };
+  /// The GEMM launch, writing `epilogue`.
+  void buildGemm(mlir::OpBuilder &moduleBuilder,
+                 Epilogue epilogue = Epilogue::Result);
   /// Its persistent, warp-specialized form (specializesWarps()): the
   /// launch's body from the point where buildGemm has its operands.
   struct SpecializedGemm;
@@ -509,6 +538,16 @@ private:
   /// adds it to another tensor (then the last launch gets a
   /// kPlusAddendSuffix variant).
   bool resultIsAddedTo() const;
+  /// Whether a tetra.cross_entropy reads the result as its logits and the
+  /// launch can write their loss parts (kLossPartsSuffix: a chip with
+  /// rowSlabs(), neither split nor summing exactly).
+  bool feedsCrossEntropy() const;
+  /// A kLossPartsSuffix epilogue: the thread's results (value, element of
+  /// the result), in storeAccumulators' order, into `parts`.
+  void
+  storeLossParts(QuantizationEmitter &e, mlir::Value lane,
+                 llvm::ArrayRef<std::pair<mlir::Value, mlir::Value>> results,
+                 mlir::Value parts);
   /// What the kernel computes, for the bundle's manifest and its checks.
   mlir::DictionaryAttr describe(mlir::Builder &b);
   mlir::DictionaryAttr describeOperand(mlir::Builder &b,

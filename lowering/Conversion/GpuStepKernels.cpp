@@ -286,11 +286,10 @@ std::optional<size_t> GpuLibraryBuilder::bf16ResultPosition(const Launch &launch
   return std::nullopt;
 }
 
-LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
-                                        schedule::Schedule &schedule,
-                                        Location loc,
-                                        std::vector<Launch> &launches,
-                                        Result result) {
+LogicalResult
+GpuLibraryBuilder::expand(const Launch &launch, schedule::Schedule &schedule,
+                          Location loc, std::vector<Launch> &launches,
+                          Result result, std::optional<LossParts> parts) {
   const bool resultAsBF16 = result != Result::F32;
   const bool overInput = result == Result::BF16OverInput;
   if (resultAsBF16 && !bf16ResultPosition(launch))
@@ -299,6 +298,8 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
   if (overInput && launch.kernel != "cross_entropy.backward")
     return emitError(loc) << "'" << launch.kernel
                           << "' cannot write its result over its input";
+  if (parts && launch.kernel != "cross_entropy.forward")
+    return emitError(loc) << "'" << launch.kernel << "' takes no loss parts";
   MLIRContext *context = library_.getContext();
   Type f32 = Float32Type::get(context), f64 = Float64Type::get(context);
   const std::string &name = launch.kernel;
@@ -1586,6 +1587,17 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                                        {{"scratch:row_losses", flat(rows, f64)}});
     Launch withScratch = launch;
     withScratch.buffers.push_back(rowLosses);
+    // With the logits' loss parts (LossParts): their pairs (m, sum) of each
+    // row merged as the logits are below, a pair for a group of columns.
+    auto perRowArguments =
+        parts ? registryArguments(
+                    context, call,
+                    {{"scratch:row_losses", flat(rows, f64)},
+                     {"loss_parts", flat(2 * rows * parts->slabs, f64)}})
+              : arguments;
+    Launch perRowLaunch = withScratch;
+    if (parts)
+      perRowLaunch.buffers.push_back(parts->buffer);
     // A block per row: lse and the row's loss in fp64, the row read once.
     // Its threads read four columns at a time (16-byte loads) where the
     // vocabulary allows, each keeping the largest logit it has seen, m,
@@ -1599,10 +1611,16 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
     // so few rows are read at once and the second sweep finds its row in
     // L2, took 4.3 ms instead of 3.0 ms on the H200: a block per
     // multiprocessor, idle at its barriers.)
+    // From loss parts (the logits' GEMM's epilogue summed each slab of a
+    // row so: its largest logit and the fp64 sum of fastExp(x - m)), the
+    // same merge a part at a time, where a part's sum is scaled by
+    // exp(m_part - m) (exactly 1 where m_part is the largest): the logits
+    // are read at the targets alone.
     const int64_t lanes = vocab % 4 == 0 ? 4 : 1;
     std::array<int64_t, 3> rowGrid{rows, 1, 1};
     std::string perRow = function(
-        "rows", arguments, rowGrid, kRowThreads, [&](Body &body) {
+        parts ? "rows_from_parts" : "rows", perRowArguments, rowGrid,
+        kRowThreads, [&](Body &body) {
           QuantizationEmitter &e = body.e;
           Value shared = body.sharedArray(kRowThreads, f64);
           Value row = body.block(), tid = body.thread();
@@ -1610,33 +1628,71 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
           auto larger = [&](Value a, Value b) {
             return e.select(e.cmpf(CmpFPredicate::OGT, a, b), a, b);
           };
-          SmallVector<Value> online = body.strided(
-              tid, e.cIndex(vocab / lanes), kRowThreads,
-              ValueRange{e.cF32(-INFINITY), body.cF64(0.0)},
-              [&](Value group, ValueRange acc) {
-                Value x = vector::LoadOp::create(
-                    body.b, VectorType::get({lanes}, f32), body.arg(0),
-                    ValueRange{
-                        e.addIndex(base, e.mulIndex(group, e.cIndex(lanes)))},
-                    /*nontemporal=*/false, body.b.getI64IntegerAttr(4 * lanes));
-                SmallVector<Value> xs;
-                for (int64_t l = 0; l < lanes; ++l)
-                  xs.push_back(vector::ExtractOp::create(body.b, x,
-                                                         ArrayRef<int64_t>{l}));
-                Value m = acc[0];
-                for (Value v : xs)
-                  m = larger(v, m);
-                Value sum = body.ifElse(
-                    e.cmpf(CmpFPredicate::OGT, m, acc[0]),
-                    [&] {
-                      return SmallVector<Value>{e.mulf(
-                          acc[1], body.toF64(e.fastExp(e.subf(acc[0], m))))};
-                    },
-                    ValueRange{acc[1]})[0];
-                for (Value v : xs)
-                  sum = e.addf(sum, body.toF64(e.fastExp(e.subf(v, m))));
-                return SmallVector<Value>{m, sum};
-              });
+          auto fromParts = [&] {
+            return body.strided(
+                tid, e.cIndex(parts->slabs), kRowThreads,
+                ValueRange{e.cF32(-INFINITY), body.cF64(0.0)},
+                [&](Value slab, ValueRange acc) {
+                  Value pair = vector::LoadOp::create(
+                      body.b, VectorType::get({2}, f64), body.arg(5),
+                      ValueRange{e.mulIndex(
+                          e.addIndex(e.mulIndex(row, e.cIndex(parts->slabs)),
+                                     slab),
+                          e.cIndex(2))},
+                      /*nontemporal=*/false, body.b.getI64IntegerAttr(16));
+                  Value top = body.toF32(vector::ExtractOp::create(
+                      body.b, pair, ArrayRef<int64_t>{0}));
+                  Value partSum = vector::ExtractOp::create(
+                      body.b, pair, ArrayRef<int64_t>{1});
+                  Value m = larger(top, acc[0]);
+                  Value sum = body.ifElse(
+                      e.cmpf(CmpFPredicate::OGT, m, acc[0]),
+                      [&] {
+                        return SmallVector<Value>{e.mulf(
+                            acc[1], body.toF64(e.fastExp(e.subf(acc[0], m))))};
+                      },
+                      ValueRange{acc[1]})[0];
+                  Value scale = e.select(e.cmpf(CmpFPredicate::OEQ, top, m),
+                                         body.cF64(1.0),
+                                         body.toF64(e.fastExp(e.subf(top, m))));
+                  return SmallVector<Value>{
+                      m, e.addf(sum, e.mulf(partSum, scale))};
+                });
+          };
+          SmallVector<Value> online =
+              parts
+                  ? fromParts()
+                  : body.strided(
+                        tid, e.cIndex(vocab / lanes), kRowThreads,
+                        ValueRange{e.cF32(-INFINITY), body.cF64(0.0)},
+                        [&](Value group, ValueRange acc) {
+                          Value x = vector::LoadOp::create(
+                              body.b, VectorType::get({lanes}, f32),
+                              body.arg(0),
+                              ValueRange{e.addIndex(
+                                  base, e.mulIndex(group, e.cIndex(lanes)))},
+                              /*nontemporal=*/false,
+                              body.b.getI64IntegerAttr(4 * lanes));
+                          SmallVector<Value> xs;
+                          for (int64_t l = 0; l < lanes; ++l)
+                            xs.push_back(vector::ExtractOp::create(
+                                body.b, x, ArrayRef<int64_t>{l}));
+                          Value m = acc[0];
+                          for (Value v : xs)
+                            m = larger(v, m);
+                          Value sum = body.ifElse(
+                              e.cmpf(CmpFPredicate::OGT, m, acc[0]),
+                              [&] {
+                                return SmallVector<Value>{e.mulf(
+                                    acc[1],
+                                    body.toF64(e.fastExp(e.subf(acc[0], m))))};
+                              },
+                              ValueRange{acc[1]})[0];
+                          for (Value v : xs)
+                            sum = e.addf(sum,
+                                         body.toF64(e.fastExp(e.subf(v, m))));
+                          return SmallVector<Value>{m, sum};
+                        });
           Value maximum32 = body.toF32(
               body.reduce(body.toF64(online[0]), shared, kRowThreads, larger));
           // A thread that saw no column (or only -inf) adds nothing.
@@ -1658,7 +1714,7 @@ LogicalResult GpuLibraryBuilder::expand(const Launch &launch,
                                    body.arg(4), row);
                       });
         });
-    add(perRow, rowGrid, kRowThreads, withScratch);
+    add(perRow, rowGrid, kRowThreads, perRowLaunch);
     // The rows' losses summed in order, as the CPU does: the block stages
     // kRowThreads of them at a time in shared memory, and every thread adds
     // them in order, kLossesAhead loaded before their adds (one thread's

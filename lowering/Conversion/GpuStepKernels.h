@@ -86,15 +86,26 @@ public:
     BF16OverInput,
   };
 
+  /// A cross-entropy forward's logits whose writer also wrote their loss
+  /// parts (a GEMM's kLossPartsSuffix variant): the schedule buffer that
+  /// holds them and the slabs of each row.
+  struct LossParts {
+    int buffer = -1;
+    int64_t slabs = 0;
+  };
+
   /// Appends to `launches` the GPU launches that do what `launch` (a
   /// library kernel's launch of `schedule`) does, building their functions
   /// once per shape; scratch buffers they need are appended to the
   /// schedule's buffers as temporaries. An error (at `loc`) for a kernel
-  /// with no GPU implementation, or none writing `result` so.
+  /// with no GPU implementation, or none writing `result` so. With
+  /// `parts` (cross_entropy.forward only), the row's log-sum-exps are
+  /// reduced from the parts and the logits read at the targets alone.
   mlir::LogicalResult expand(const schedule::Launch &launch,
                              schedule::Schedule &schedule, mlir::Location loc,
                              std::vector<schedule::Launch> &launches,
-                             Result result = Result::F32);
+                             Result result = Result::F32,
+                             std::optional<LossParts> parts = std::nullopt);
   /// The position among `launch`'s buffers of the result expand() can
   /// write as BF16 codes, for the kernels that can: cross_entropy.backward
   /// (the logits' gradient), rmsnorm.forward (its output, not rstd),

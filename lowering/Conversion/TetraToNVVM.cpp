@@ -263,6 +263,15 @@ private:
   SmallVector<Value> accumulateStep(QuantizationEmitter &e,
                                     const StagedStep &step,
                                     ValueRange accumulators) override;
+  /// A quad of lanes (lane / 4 alike) holds a row's 2 · tilesN() column
+  /// pairs of the warp's tilesN() tiles of 8 columns: result r of tile
+  /// (i, j) lies in row 16i + 8(r / 2) + lane / 4 (storeAccumulators).
+  RowSlabs rowSlabs() const override {
+    const int64_t perTileRow = 4 * tilesN();
+    return {8 * tilesN(), {1, 2}, [perTileRow](int64_t v) {
+              return 2 * (v / perTileRow) + v % 4 / 2;
+            }};
+  }
   void storeAccumulators(
       QuantizationEmitter &e, const StagedStep &step, ValueRange accumulators,
       function_ref<void(Value, Value, Value)> store) override;

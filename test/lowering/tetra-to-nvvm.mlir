@@ -173,6 +173,8 @@ func.func @nvfp4(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf
 // CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:rhs.codes", "result:0"]
 // CHECK: llvm.call_intrinsic "llvm.nvvm.mma.m16n8k16.row.col.bf16"
 // CHECK-NOT: math.fma
+// No cross-entropy reads the result: no loss parts.
+// CHECK-NOT: __and_loss_parts
 #bf = #tetra.quant<bf16>
 func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf32> {
   %y = tetra.kernel "lm_head_fprop" (%a = %x, %b = %w) : (tensor<64x64xf32>, tensor<32x64xf32>) -> tensor<64x32xf32> {
@@ -184,6 +186,43 @@ func.func @bf16(%x: tensor<64x64xf32>, %w: tensor<32x64xf32>) -> tensor<64x32xf3
     tetra.yield %c : tensor<64x32xf32>
   }
   return %y : tensor<64x32xf32>
+}
+
+// -----
+
+// The logits of a cross-entropy (through a reshape): beside the GEMM, its
+// kLossPartsSuffix variant (launched only in its place: `variant`) writes
+// the logits and, per row and slab of 64 columns (a warpgroup's, lane
+// quads holding its rows: [width, slabs] = [64, 1]), the slab's largest
+// logit and the sum of its exponentials. Each thread's row sums go to the
+// other lanes of its quad by two xor shuffles (masks 1 and 2), the fp64 sum
+// as two i32 halves, and one lane of each quad stores the pair (m, sum) as
+// one 16-byte store.
+// CHECK-LABEL: gpu.module @lm_head_fprop
+// CHECK: gpu.func @lm_head_fprop__gemm(
+// CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:rhs.codes", "result:0"]
+// CHECK: gpu.func @lm_head_fprop__gemm__and_loss_parts(%{{.*}}: memref<2048xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<2048xi32> {llvm.align = 16 : i64}, %{{.*}}: memref<4096xf32> {llvm.align = 16 : i64}, %{{.*}}: memref<128xf64> {llvm.align = 16 : i64})
+// CHECK-SAME: arguments = ["scratch:lhs.codes", "scratch:rhs.codes", "result:0", "loss_parts"]
+// CHECK-SAME: variant = true
+// CHECK-SAME: tetra.loss_parts = [64, 1]
+// CHECK: gpu.shuffle  xor %{{.*}}, %c1_i32{{.*}} : f32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c1_i32{{.*}} : i32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c1_i32{{.*}} : i32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c2_i32{{.*}} : f32
+// CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<128xf64>, vector<2xf64>
+#bfl = #tetra.quant<bf16>
+func.func @logits(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>, %t: tensor<1x64xi32>) -> tensor<f32> {
+  %y = tetra.kernel "lm_head_fprop" (%a = %x, %b = %w) : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32> {
+    %at = arith.truncf %a : tensor<64x64xf32> to tensor<64x64xbf16>
+    %ae = arith.extf %at : tensor<64x64xbf16> to tensor<64x64xf32>
+    %bt = arith.truncf %b : tensor<64x64xf32> to tensor<64x64xbf16>
+    %be = arith.extf %bt : tensor<64x64xbf16> to tensor<64x64xf32>
+    %c = tetra.scaled_matmul (%ae as #bfl), (%be as #bfl) transpose_rhs role fprop : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    tetra.yield %c : tensor<64x64xf32>
+  }
+  %l = tensor.expand_shape %y [[0, 1], [2]] output_shape [1, 64, 64] : tensor<64x64xf32> into tensor<1x64x64xf32>
+  %loss = tetra.cross_entropy %l, %t : tensor<1x64x64xf32>, tensor<1x64xi32> -> tensor<f32>
+  return %loss : tensor<f32>
 }
 
 // -----
