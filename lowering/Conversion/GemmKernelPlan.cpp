@@ -1,6 +1,7 @@
 //===- GemmKernelPlan.cpp - One plan for every GPU target's GEMMs ---------===//
 
 #include "lowering/Conversion/GemmKernelPlan.h"
+#include "lowering/Conversion/GpuKernelBody.h"
 
 #include "dialect/LLVMFormatters.h"
 #include "lowering/Conversion/GpuStepKernels.h"
@@ -356,30 +357,8 @@ void GemmKernelLowering::storeLossParts(
     // The lanes holding the rest of the row's slab: the same merge in every
     // lane (IEEE addition commutes), so each ends with the same bits.
     for (int32_t mask : slabs.laneMasks) {
-      Value otherTop =
-          gpu::ShuffleOp::create(b, top, mask, 32, gpu::ShuffleMode::XOR)
-              .getShuffleResult();
-      Value bits = arith::BitcastOp::create(b, b.getI64Type(), sum);
-      Value low =
-          gpu::ShuffleOp::create(b, arith::TruncIOp::create(b, e.i32(), bits),
-                                 mask, 32, gpu::ShuffleMode::XOR)
-              .getShuffleResult();
-      Value high =
-          gpu::ShuffleOp::create(
-              b,
-              arith::TruncIOp::create(
-                  b, e.i32(),
-                  arith::ShRUIOp::create(
-                      b, bits, arith::ConstantIntOp::create(b, 32, 64))),
-              mask, 32, gpu::ShuffleMode::XOR)
-              .getShuffleResult();
-      Value otherSum = arith::BitcastOp::create(
-          b, f64,
-          arith::OrIOp::create(
-              b, arith::ExtUIOp::create(b, b.getI64Type(), low),
-              arith::ShLIOp::create(
-                  b, arith::ExtUIOp::create(b, b.getI64Type(), high),
-                  arith::ConstantIntOp::create(b, 32, 64))));
+      Value otherTop = shuffleXor(e, top, mask, 32);
+      Value otherSum = shuffleXorF64(e, sum, mask, 32);
       Value both = larger(otherTop, top);
       sum = e.addf(e.mulf(sum, factor(top, both)),
                    e.mulf(otherSum, factor(otherTop, both)));

@@ -24,6 +24,27 @@ namespace tetra::conversion {
 namespace gpu = mlir::gpu;
 namespace memref = mlir::memref;
 
+/// x of the lane whose index is this lane's xor `mask` (within `width`).
+inline Value shuffleXor(QuantizationEmitter &e, Value x, int32_t mask,
+                        int32_t width) {
+  return gpu::ShuffleOp::create(e.b, x, mask, width, gpu::ShuffleMode::XOR)
+      .getShuffleResult();
+}
+/// The same for an f64, as its two 32-bit halves.
+inline Value shuffleXorF64(QuantizationEmitter &e, Value x, int32_t mask,
+                           int32_t width) {
+  Type i64 = e.b.getI64Type();
+  Value bits = e.bitcast(x, i64);
+  Value low = shuffleXor(e, e.trunc(bits, e.i32()), mask, width);
+  Value high = shuffleXor(
+      e, e.trunc(arith::ShRUIOp::create(e.b, bits, e.c64(32)), e.i32()), mask,
+      width);
+  Value joined = arith::OrIOp::create(
+      e.b, arith::ShLIOp::create(e.b, e.zext(high, i64), e.c64(32)),
+      e.zext(low, i64));
+  return e.bitcast(joined, e.b.getF64Type());
+}
+
 /// A kernel function's body under construction, with the helpers every
 /// library kernel uses.
 struct Body {
@@ -262,23 +283,11 @@ struct Body {
   }
   /// Every thread of the block waits for the others' shared-memory writes.
   void barrier() { gpu::BarrierOp::create(b); }
-  /// shuffleXor of an f64, as its two 32-bit halves.
   Value shuffleXorF64(Value x, int32_t mask, int32_t width) {
-    Type i64 = b.getI64Type();
-    Value bits = e.bitcast(x, i64);
-    Value low = shuffleXor(e.trunc(bits, e.i32()), mask, width);
-    Value high = shuffleXor(
-        e.trunc(arith::ShRUIOp::create(b, bits, e.c64(32)), e.i32()), mask,
-        width);
-    Value joined = arith::OrIOp::create(
-        b, arith::ShLIOp::create(b, e.zext(high, i64), e.c64(32)),
-        e.zext(low, i64));
-    return e.bitcast(joined, b.getF64Type());
+    return conversion::shuffleXorF64(e, x, mask, width);
   }
-  /// x of the lane whose index is this lane's xor `mask` (within `width`).
   Value shuffleXor(Value x, int32_t mask, int32_t width) {
-    return gpu::ShuffleOp::create(b, x, mask, width, gpu::ShuffleMode::XOR)
-        .getShuffleResult();
+    return conversion::shuffleXor(e, x, mask, width);
   }
 };
 
