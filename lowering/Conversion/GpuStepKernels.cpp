@@ -1612,7 +1612,7 @@ GpuLibraryBuilder::expand(const Launch &launch, schedule::Schedule &schedule,
     // L2, took 4.3 ms instead of 3.0 ms on the H200: a block per
     // multiprocessor, idle at its barriers.)
     // From loss parts (the logits' GEMM's epilogue summed each slab of a
-    // row so: its largest logit and the fp64 sum of fastExp(x - m)), the
+    // row so: its largest logit m and the sum of fastExp(x - m)), the
     // same merge a part at a time, where a part's sum is scaled by
     // exp(m_part - m) (exactly 1 where m_part is the largest): the logits
     // are read at the targets alone.
@@ -1627,6 +1627,40 @@ GpuLibraryBuilder::expand(const Launch &launch, schedule::Schedule &schedule,
           Value base = e.mulIndex(row, e.cIndex(vocab));
           auto larger = [&](Value a, Value b) {
             return e.select(e.cmpf(CmpFPredicate::OGT, a, b), a, b);
+          };
+          // The sum so far, scaled to a new largest logit m (where it grew).
+          auto rescaled = [&](ValueRange acc, Value m) {
+            return body.ifElse(
+                e.cmpf(CmpFPredicate::OGT, m, acc[0]),
+                [&] {
+                  return SmallVector<Value>{
+                      e.mulf(acc[1], body.toF64(e.fastExp(e.subf(acc[0], m))))};
+                },
+                ValueRange{acc[1]})[0];
+          };
+          auto fromLogits = [&] {
+            return body.strided(
+                tid, e.cIndex(vocab / lanes), kRowThreads,
+                ValueRange{e.cF32(-INFINITY), body.cF64(0.0)},
+                [&](Value group, ValueRange acc) {
+                  Value x = vector::LoadOp::create(
+                      body.b, VectorType::get({lanes}, f32), body.arg(0),
+                      ValueRange{
+                          e.addIndex(base, e.mulIndex(group, e.cIndex(lanes)))},
+                      /*nontemporal=*/false,
+                      body.b.getI64IntegerAttr(4 * lanes));
+                  SmallVector<Value> xs;
+                  for (int64_t l = 0; l < lanes; ++l)
+                    xs.push_back(vector::ExtractOp::create(
+                        body.b, x, ArrayRef<int64_t>{l}));
+                  Value m = acc[0];
+                  for (Value v : xs)
+                    m = larger(v, m);
+                  Value sum = rescaled(acc, m);
+                  for (Value v : xs)
+                    sum = e.addf(sum, body.toF64(e.fastExp(e.subf(v, m))));
+                  return SmallVector<Value>{m, sum};
+                });
           };
           auto fromParts = [&] {
             return body.strided(
@@ -1645,13 +1679,7 @@ GpuLibraryBuilder::expand(const Launch &launch, schedule::Schedule &schedule,
                   Value partSum = vector::ExtractOp::create(
                       body.b, pair, ArrayRef<int64_t>{1});
                   Value m = larger(top, acc[0]);
-                  Value sum = body.ifElse(
-                      e.cmpf(CmpFPredicate::OGT, m, acc[0]),
-                      [&] {
-                        return SmallVector<Value>{e.mulf(
-                            acc[1], body.toF64(e.fastExp(e.subf(acc[0], m))))};
-                      },
-                      ValueRange{acc[1]})[0];
+                  Value sum = rescaled(acc, m);
                   Value scale = e.select(e.cmpf(CmpFPredicate::OEQ, top, m),
                                          body.cF64(1.0),
                                          body.toF64(e.fastExp(e.subf(top, m))));
@@ -1659,40 +1687,7 @@ GpuLibraryBuilder::expand(const Launch &launch, schedule::Schedule &schedule,
                       m, e.addf(sum, e.mulf(partSum, scale))};
                 });
           };
-          SmallVector<Value> online =
-              parts
-                  ? fromParts()
-                  : body.strided(
-                        tid, e.cIndex(vocab / lanes), kRowThreads,
-                        ValueRange{e.cF32(-INFINITY), body.cF64(0.0)},
-                        [&](Value group, ValueRange acc) {
-                          Value x = vector::LoadOp::create(
-                              body.b, VectorType::get({lanes}, f32),
-                              body.arg(0),
-                              ValueRange{e.addIndex(
-                                  base, e.mulIndex(group, e.cIndex(lanes)))},
-                              /*nontemporal=*/false,
-                              body.b.getI64IntegerAttr(4 * lanes));
-                          SmallVector<Value> xs;
-                          for (int64_t l = 0; l < lanes; ++l)
-                            xs.push_back(vector::ExtractOp::create(
-                                body.b, x, ArrayRef<int64_t>{l}));
-                          Value m = acc[0];
-                          for (Value v : xs)
-                            m = larger(v, m);
-                          Value sum = body.ifElse(
-                              e.cmpf(CmpFPredicate::OGT, m, acc[0]),
-                              [&] {
-                                return SmallVector<Value>{e.mulf(
-                                    acc[1],
-                                    body.toF64(e.fastExp(e.subf(acc[0], m))))};
-                              },
-                              ValueRange{acc[1]})[0];
-                          for (Value v : xs)
-                            sum = e.addf(sum,
-                                         body.toF64(e.fastExp(e.subf(v, m))));
-                          return SmallVector<Value>{m, sum};
-                        });
+          SmallVector<Value> online = parts ? fromParts() : fromLogits();
           Value maximum32 = body.toF32(
               body.reduce(body.toF64(online[0]), shared, kRowThreads, larger));
           // A thread that saw no column (or only -inf) adds nothing.
