@@ -25,9 +25,10 @@
 # call); COMPARE=REGEX adds a side-by-side table of the kernels matching
 # REGEX in one step of every 125M bundle (tools/gpu_kernel_compare.sh: a
 # branch's bundle beside main's), and a bundle 125m-main-NAME beside
-# 125m-NAME has their losses compared bit for bit; each command has a time
-# limit, and the summary so far is written to $OUT/gpu_step/summary.txt
-# after each part (what a call cut short still brings back).
+# 125m-NAME or 125m-BRANCH-NAME has their losses compared bit for bit; each
+# command has a time limit, and the summary so far is written to
+# $OUT/gpu_step/summary.txt after each part (what a call cut short still
+# brings back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp}/gpu_step"
@@ -137,23 +138,27 @@ for bundle in build/step-bundles/125m-*.tbundle; do
   rm -rf "$out/speed/$policy/checkpoints" # 1.5 GB a run: not worth carrying back
   saveSummary
 done
-# A branch's bundle beside main's (125m-main-NAME beside 125m-NAME): whether
-# their 125M runs' losses are the same, bit for bit (a kernel change that
-# keeps every result's bits keeps them).
+# Branches' bundles beside main's (125m-main-NAME beside 125m-NAME or
+# 125m-BRANCH-NAME, tools/make_branch_bundles.sh): whether each one's 125M
+# losses are main's, bit for bit (a kernel change that keeps every result's
+# bits keeps them).
 for main in build/step-bundles/125m-main-*.tbundle; do
   [[ -d $main ]] || continue
   name=$(basename "$main" .tbundle); name=${name#125m-main-}
-  [[ -d build/step-bundles/125m-$name.tbundle ]] || continue
-  if python3 - "$out/speed/main-$name/metrics.jsonl" "$out/speed/$name/metrics.jsonl" <<'PY'
+  for bundle in build/step-bundles/125m-*"$name".tbundle; do
+    other=$(basename "$bundle" .tbundle); other=${other#125m-}
+    [[ $bundle == "$main" ]] && continue
+    if python3 - "$out/speed/main-$name/metrics.jsonl" "$out/speed/$other/metrics.jsonl" <<'PY'
 import json, sys
 a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
 la = [(r["step"], r["loss"]) for r in a if "loss" in r]
 lb = [(r["step"], r["loss"]) for r in b if "loss" in r]
 sys.exit(0 if la and la == lb else 1)
 PY
-  then summary+=("125m $name: losses bit-identical to main's")
-  else summary+=("125m $name: losses DIFFERENT from main's (or a run missing)")
-  fi
+    then summary+=("125m $other: losses bit-identical to main's")
+    else summary+=("125m $other: losses DIFFERENT from main's (or a run missing)")
+    fi
+  done
 done
 if [[ -n ${COMPARE:-} ]]; then
   summary+=("$(elapsed) kernel comparison starts")

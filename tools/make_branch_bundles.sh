@@ -1,31 +1,37 @@
 #!/usr/bin/env bash
-# A branch's step bundles beside the current commit's, for one device call
-# that checks and times the branch against it (tools/gpu_step.sh):
+# Branches' step bundles beside the current commit's, for one device call
+# that checks and times them against it (tools/gpu_step.sh):
 #
-#   tools/make_branch_bundles.sh BRANCH
+#   tools/make_branch_bundles.sh BRANCH...
 #
 # compiles here, into build/step-bundles/ (sm_90a, compile cache off):
 #   125m-main-none_bf16_attention_bf16   the current commit's 125M `none` step
-# then checks BRANCH out, builds it, and compiles the branch's
+# then checks each BRANCH out, builds it, and compiles the branch's
 #   125m-none_bf16_attention_bf16        the same step
 #   check125m-none_bf16_attention_bf16   its kernel checks at head_dim 64
 #   tiny-bf16, tiny-fp4_all_hadamard     the tiny Llama (checks, 50 steps,
 #                                        the fp4 resume)
-# and goes back to the current commit and builds it again. The bundles are
+# (with several branches, each branch's names carry the branch after their
+# first part, slashes as dashes: 125m-wip-pingpong-none_..., tiny-wip-
+# pingpong-bf16, ...; gpu_step.sh's fp4 resume check then finds no
+# tiny-fp4_all_hadamard), and goes back to the current commit and builds
+# it again. The bundles are
 # packed as build/step-bundles.tar.xz (carried with build/bin/tetra-run and
 # build/peers); on the GPU machine:
 #
 #   tar xJf build/step-bundles.tar.xz -C build &&
 #     STEPS_125M=12 COMPARE='__gemm' OUT=$OUT tools/gpu_step.sh
 #
-# gpu_step.sh then also says whether the branch's 125M losses are main's
+# gpu_step.sh then also says whether each branch's 125M losses are main's
 # bit for bit. Refuses a working tree with uncommitted changes (the
 # checkouts would carry them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-branch=${1:?usage: tools/make_branch_bundles.sh BRANCH}
-git rev-parse --verify --quiet "$branch^{commit}" > /dev/null ||
-  { echo "make_branch_bundles: no branch or commit '$branch'" >&2; exit 1; }
+(( $# > 0 )) || { echo "usage: tools/make_branch_bundles.sh BRANCH..." >&2; exit 1; }
+for branch in "$@"; do
+  git rev-parse --verify --quiet "$branch^{commit}" > /dev/null ||
+    { echo "make_branch_bundles: no branch or commit '$branch'" >&2; exit 1; }
+done
 if ! git diff --quiet || ! git diff --cached --quiet; then
   echo "make_branch_bundles: the working tree has uncommitted changes; commit or stash them" >&2
   exit 1
@@ -42,14 +48,18 @@ cmake --build build > /dev/null
 compile "${bench[@]}" -o "$out/125m-main-none_bf16_attention_bf16.tbundle"
 # Back to where we were, whatever happens to the branch's build.
 trap 'git checkout --quiet "$here" && cmake --build build > /dev/null' EXIT
-git checkout --quiet "$branch"
-cmake --build build > /dev/null
-compile "${bench[@]}" -o "$out/125m-none_bf16_attention_bf16.tbundle"
-compile bench/check_125m_h200.tetra bench/policies/bf16_attention_bf16.tetra \
-  --set recompute=none -o "$out/check125m-none_bf16_attention_bf16.tbundle"
-for policy in bf16 fp4_all_hadamard; do
-  compile models/runs/tiny_c4_h200.tetra "models/policies/$policy.tetra" \
-    -o "$out/tiny-$policy.tbundle"
+for branch in "$@"; do
+  tag=""
+  (( $# > 1 )) && tag="${branch//\//-}-"
+  git checkout --quiet "$branch"
+  cmake --build build > /dev/null
+  compile "${bench[@]}" -o "$out/125m-${tag}none_bf16_attention_bf16.tbundle"
+  compile bench/check_125m_h200.tetra bench/policies/bf16_attention_bf16.tetra \
+    --set recompute=none -o "$out/check125m-${tag}none_bf16_attention_bf16.tbundle"
+  for policy in bf16 fp4_all_hadamard; do
+    compile models/runs/tiny_c4_h200.tetra "models/policies/$policy.tetra" \
+      -o "$out/tiny-$tag$policy.tbundle"
+  done
 done
 tar cJf build/step-bundles.tar.xz -C build step-bundles
 du -sh build/step-bundles.tar.xz
