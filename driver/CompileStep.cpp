@@ -525,6 +525,22 @@ writeResultsAsBF16(schedule::Schedule &plan,
   return keepLaunches(plan, kept);
 }
 
+/// Erases the GPU functions no launch of `plan` calls — those whose
+/// launches the rewrites above replaced by variants — so that they are
+/// not compiled.
+void dropUnlaunchedFunctions(const schedule::Schedule &plan, ModuleOp module) {
+  std::set<std::string> launched;
+  for (const schedule::Launch &launch : plan.launches)
+    launched.insert(launch.kernel);
+  SmallVector<Operation *> unlaunched;
+  module.walk([&](gpu::GPUFuncOp func) {
+    if (func.isKernel() && !launched.count(func.getName().str()))
+      unlaunched.push_back(func);
+  });
+  for (Operation *func : unlaunched)
+    func->erase();
+}
+
 /// Where a tensor written by a compiled elementwise kernel of one result
 /// is read by a rounding prologue (kRoundsToBF16) and by other launches
 /// too (else writeResultsAsBF16), the kernel's variant (kBF16AlsoSuffix)
@@ -922,6 +938,7 @@ FailureOr<CompiledGpuStep> tetra::compileGpuTrainingStep(
     return failure();
   renumber(*moved);
   renumber(addIntoWriters(*plan, *module));
+  dropUnlaunchedFunctions(*plan, *module);
   schedule::planMemory(*plan);
 
   FailureOr<std::vector<GpuKernelCode>> code =
