@@ -23,7 +23,11 @@
 #     STEPS_125M=12 COMPARE='__gemm' OUT=$OUT tools/gpu_step.sh
 #
 # gpu_step.sh then also says whether each branch's 125M losses are main's
-# bit for bit. Refuses a working tree with uncommitted changes (the
+# bit for bit. BENCH_POLICIES (default bf16_attention_bf16) names the
+# policies of the 125M bundles, main's and each branch's
+# (BENCH_POLICIES="bf16_attention_bf16 fp4_all_hadamard_attention_bf16");
+# TINY=0 leaves out each branch's check125m and tiny bundles (a shorter
+# call). Refuses a working tree with uncommitted changes (the
 # checkouts would carry them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,10 +46,16 @@ rm -rf "$out" && mkdir -p "$out"
 compile() {
   TETRA_CACHE_DIR=off build/bin/tetra compile --target=sm_90a "$@" | tail -1
 }
-bench=(bench/train_125m_h200.tetra bench/policies/bf16_attention_bf16.tetra
-       --set recompute=none)
+# The 125M step under each of BENCH_POLICIES (bench/policies/NAME.tetra).
+read -r -a policies <<< "${BENCH_POLICIES:-bf16_attention_bf16}"
+bench() { # TAG: the 125M step under each policy, tagged
+  for policy in "${policies[@]}"; do
+    compile bench/train_125m_h200.tetra "bench/policies/$policy.tetra" \
+      --set recompute=none -o "$out/125m-${1}none_$policy.tbundle"
+  done
+}
 cmake --build build > /dev/null
-compile "${bench[@]}" -o "$out/125m-main-none_bf16_attention_bf16.tbundle"
+bench main-
 # Back to where we were, whatever happens to the branch's build.
 trap 'git checkout --quiet "$here" && cmake --build build > /dev/null' EXIT
 for branch in "$@"; do
@@ -53,7 +63,8 @@ for branch in "$@"; do
   (( $# > 1 )) && tag="${branch//\//-}-"
   git checkout --quiet "$branch"
   cmake --build build > /dev/null
-  compile "${bench[@]}" -o "$out/125m-${tag}none_bf16_attention_bf16.tbundle"
+  bench "$tag"
+  [[ ${TINY:-1} == 0 ]] && continue
   compile bench/check_125m_h200.tetra bench/policies/bf16_attention_bf16.tetra \
     --set recompute=none -o "$out/check125m-${tag}none_bf16_attention_bf16.tbundle"
   for policy in bf16 fp4_all_hadamard; do
