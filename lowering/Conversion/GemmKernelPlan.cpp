@@ -326,13 +326,6 @@ void GemmKernelLowering::storeLossParts(
   auto larger = [&](Value x, Value y) {
     return e.select(e.cmpf(arith::CmpFPredicate::OGT, x, y), x, y);
   };
-  // exp(m - top) widened, exactly 1 where m is the largest (-inf too).
-  auto factor = [&](Value m, Value top) {
-    return e.select(
-        e.cmpf(arith::CmpFPredicate::OEQ, m, top),
-        arith::ConstantFloatOp::create(b, cast<FloatType>(f64), APFloat(1.0)),
-        toF64(e.fastExp(e.subf(m, top))));
-  };
   // Each of the thread's rows: its largest value m, then the sum of
   // fastExp(x - m) in the order of storeAccumulators, in fp32 (at most
   // 2 · tilesN() terms, each at most 1: conversions to fp64 a term took
@@ -360,8 +353,8 @@ void GemmKernelLowering::storeLossParts(
       Value otherTop = shuffleXor(e, top, mask, 32);
       Value otherSum = shuffleXorF64(e, sum, mask, 32);
       Value both = larger(otherTop, top);
-      sum = e.addf(e.mulf(sum, factor(top, both)),
-                   e.mulf(otherSum, factor(otherTop, both)));
+      sum = e.addf(e.mulf(sum, rescaleToLargest(e, top, both)),
+                   e.mulf(otherSum, rescaleToLargest(e, otherTop, both)));
       top = both;
     }
     // Row r's slab of column c: part r * perRow + c / width, where the

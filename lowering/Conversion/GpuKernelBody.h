@@ -24,6 +24,18 @@ namespace tetra::conversion {
 namespace gpu = mlir::gpu;
 namespace memref = mlir::memref;
 
+/// exp(m - largest) widened to fp64, exactly 1 where m is the largest (-inf
+/// too): the factor that rescales a sum of fastExp(x - m) to one of
+/// fastExp(x - largest), where partial log-sum-exps merge (a GEMM's loss
+/// parts, and the cross-entropy forward's reduction of them).
+inline Value rescaleToLargest(QuantizationEmitter &e, Value m, Value largest) {
+  Type f64 = e.b.getF64Type();
+  return e.select(
+      e.cmpf(arith::CmpFPredicate::OEQ, m, largest),
+      arith::ConstantOp::create(e.b, e.b.getF64FloatAttr(1.0)),
+      arith::ExtFOp::create(e.b, f64, e.fastExp(e.subf(m, largest))));
+}
+
 /// x of the lane whose index is this lane's xor `mask` (within `width`).
 inline Value shuffleXor(QuantizationEmitter &e, Value x, int32_t mask,
                         int32_t width) {

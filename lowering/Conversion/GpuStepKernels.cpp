@@ -1680,11 +1680,9 @@ GpuLibraryBuilder::expand(const Launch &launch, schedule::Schedule &schedule,
                       body.b, pair, ArrayRef<int64_t>{1});
                   Value m = larger(top, acc[0]);
                   Value sum = rescaled(acc, m);
-                  Value scale = e.select(e.cmpf(CmpFPredicate::OEQ, top, m),
-                                         body.cF64(1.0),
-                                         body.toF64(e.fastExp(e.subf(top, m))));
                   return SmallVector<Value>{
-                      m, e.addf(sum, e.mulf(partSum, scale))};
+                      m, e.addf(sum,
+                                e.mulf(partSum, rescaleToLargest(e, top, m)))};
                 });
           };
           SmallVector<Value> online = parts ? fromParts() : fromLogits();
