@@ -2020,7 +2020,8 @@ void GemmKernelLowering::buildSpecializedGemm(SpecializedGemm &gemm) {
   e.ifThen(e.cmp(CmpIPredicate::eq, thread, e.cIndex(0)), [&] {
     for (int64_t i = 0; i < buffers; ++i) {
       initBarrier(e, step.bytes, fullAt + 8 * i, kProducerThreads);
-      initBarrier(e, step.bytes, emptyAt + 8 * i, consumers);
+      initBarrier(e, step.bytes, emptyAt + 8 * i,
+                  pingPong() ? kGroupThreads : consumers);
     }
   });
   stepBarrier(e, arith::ConstantIntOp::create(b, 1, 1));
@@ -2055,6 +2056,8 @@ void GemmKernelLowering::buildSpecializedGemm(SpecializedGemm &gemm) {
   // parity before a fresh barrier's first phase counts as completed).
   b.setInsertionPointToStart(&roles.getElseRegion().front());
   {
+    if (pingPong())
+      budgetRegisters(e, /*producer=*/true);
     Value producer = arith::SubIOp::create(b, thread, e.cIndex(consumers));
     for (OperandStaging &o : gemm.staging)
       o.threads = kProducerThreads;
@@ -2092,25 +2095,67 @@ void GemmKernelLowering::buildSpecializedGemm(SpecializedGemm &gemm) {
   // (storeResultPair), while the producers fill the buffers for the next
   // tile. No barrier between the consumers: each goes on to the next tile.
   b.setInsertionPointToStart(&roles.getThenRegion().front());
-  e.loop(e.cIndex(0), items, [&](Value i) {
+  // Ping-pong: warpgroup w takes items w, w + 2, ...; before item i > 0's
+  // K loop it waits at barrier 1 + i % 2 for the other's K loop of item
+  // i - 1 to have passed its last wait (the other arrives there, if an
+  // item i follows): a buffer's `full` phases are then waited on in order,
+  // at most one phase apart, as parity waits need.
+  const bool alternate = pingPong();
+  // The warpgroup's index as lane 0 has it: uniform in ptxas's eyes (a
+  // loop bound of thread / 128 as such made it serialize the wgmmas of a
+  // path it took for divergent).
+  Value group;
+  if (alternate) {
+    group = arith::IndexCastUIOp::create(
+        b, b.getIndexType(),
+        gpu::ShuffleOp::create(
+            b,
+            arith::IndexCastUIOp::create(b, e.i32(),
+                                         e.divIndex(thread, kGroupThreads)),
+            0, 32, gpu::ShuffleMode::IDX)
+            .getShuffleResult());
+    budgetRegisters(e, /*producer=*/false);
+  }
+  auto consumeItem = [&](Value i) {
     Item item = itemAt(i);
+    if (alternate)
+      e.ifThen(e.cmp(CmpIPredicate::ugt, i, e.cIndex(0)), [&] {
+        e.ifThen(e.cmp(CmpIPredicate::eq, group, e.cIndex(0)),
+                 [&] { groupBarrier(e, 2, 2 * kGroupThreads); });
+        e.ifThen(e.cmp(CmpIPredicate::eq, group, e.cIndex(1)),
+                 [&] { groupBarrier(e, 1, 2 * kGroupThreads); });
+      });
+    // A step's buffer released once its products finished: the step
+    // before's after this one's are issued (accumulateStep leaves one in
+    // flight) — within the item in ping-pong, whose last step's buffer is
+    // released after the wait for its products (storeAccumulators).
+    Value firstG = e.mulIndex(i, e.cIndex(steps));
     SmallVector<Value> acc = e.loop(
         e.cIndex(0), e.cIndex(steps), initialAccumulators(e),
         [&](Value s, ValueRange carried) -> SmallVector<Value> {
-          Value g = e.addIndex(e.mulIndex(i, e.cIndex(steps)), s);
+          Value g = e.addIndex(firstG, s);
           waitOn(e, step.bytes, barrierOf(fullAt, g), parityOf(g, false));
           fenceStagedStores(e);
           step.stageAt = stageOf(g);
           step.moderateScales = nullptr;
           step.folded = step.exact = false;
           SmallVector<Value> next = accumulateStep(e, step, carried);
-          e.ifThen(e.cmp(CmpIPredicate::ugt, g, e.cIndex(0)), [&] {
-            arriveOn(
-                e, step.bytes,
-                barrierOf(emptyAt, arith::SubIOp::create(b, g, e.cIndex(1))));
-          });
+          e.ifThen(
+              e.cmp(CmpIPredicate::ugt, alternate ? s : g, e.cIndex(0)), [&] {
+                arriveOn(e, step.bytes,
+                         barrierOf(emptyAt,
+                                   arith::SubIOp::create(b, g, e.cIndex(1))));
+              });
           return next;
         });
+    if (alternate)
+      e.ifThen(
+          e.cmp(CmpIPredicate::ult, e.addIndex(i, e.cIndex(1)), items), [&] {
+            e.ifThen(e.cmp(CmpIPredicate::eq, group, e.cIndex(0)),
+                     [&] { arriveAtGroupBarrier(e, 1, 2 * kGroupThreads); });
+            e.ifThen(e.cmp(CmpIPredicate::eq, group, e.cIndex(1)),
+                     [&] { arriveAtGroupBarrier(e, 2, 2 * kGroupThreads); });
+          });
     step.stageAt = nullptr;
     // The result's element (or, split, the partial tile's) of each value,
     // plus the addend's, in storeAccumulators' pairs.
@@ -2125,12 +2170,27 @@ void GemmKernelLowering::buildSpecializedGemm(SpecializedGemm &gemm) {
                        memref::LoadOp::create(b, gemm.addend, ValueRange{at}));
       results.push_back({value, e.addIndex(partial, at)});
     });
+    if (alternate) // after storeAccumulators' wait for the products
+      arriveOn(e, step.bytes,
+               barrierOf(emptyAt, e.addIndex(firstG, e.cIndex(steps - 1))));
     for (size_t p = 0; p + 1 < results.size(); p += 2)
       storeResultPair(e, gemm.out, results[p].second, results[p].first,
                       results[p + 1].first);
     if (gemm.parts)
       storeLossParts(e, step.lane, results, gemm.parts);
-  });
+  };
+  if (!alternate) {
+    e.loop(e.cIndex(0), items, consumeItem);
+    return;
+  }
+  // Warpgroup w's items: w + 2j for j < (items - w + 1) / 2.
+  e.loop(
+      e.cIndex(0),
+      e.divIndex(
+          e.addIndex(arith::SubIOp::create(b, items, group), e.cIndex(1)), 2),
+      [&](Value j) {
+        consumeItem(e.addIndex(group, e.mulIndex(j, e.cIndex(2))));
+      });
 }
 
 void GemmKernelLowering::storeResultPair(QuantizationEmitter &e, Value out,

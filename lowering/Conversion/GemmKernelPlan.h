@@ -362,12 +362,13 @@ protected:
   /// matrix instructions by as many buffers as are free — while the
   /// others compute. No block-wide barrier in the K loop: each buffer has
   /// a `full` barrier (its producers' copies landed) and an `empty` one
-  /// (every consumer's matrix instructions on it finished), each waited
-  /// on by phase parity. A tile's results go through shared memory (rows
-  /// of blockN fp32 padded by 16 bytes) and leave by asynchronous row
-  /// copies, so the next tile's K loop starts while they drain.
+  /// (its consumers' matrix instructions on it finished: every consumer's,
+  /// or in ping-pong the one warpgroup's), each waited on by phase parity.
+  /// A tile's results leave from the accumulators (storeResultPair).
   virtual bool specializesWarps() const { return false; }
   static constexpr int64_t kProducerThreads = 128;
+  /// A warpgroup's threads (ping-pong's unit of work).
+  static constexpr int64_t kGroupThreads = 128;
   /// The specialized launch's synchronization (only where
   /// specializesWarps()): a barrier object at byte `at` of the block's
   /// shared memory `bytes` (memref<? x i8, workgroup>) initialized for
@@ -386,6 +387,18 @@ protected:
                       mlir::Value at, mlir::Value parity) {}
   virtual void groupBarrier(QuantizationEmitter &e, int64_t id,
                             int64_t threads) {}
+  /// An arrival at barrier `id` of `threads` threads without waiting.
+  virtual void arriveAtGroupBarrier(QuantizationEmitter &e, int64_t id,
+                                    int64_t threads) {}
+  /// Whether the specialized launch's consumer warpgroups each take whole
+  /// tiles, one after the other (ping-pong): warpgroup w the block's tiles
+  /// w, w + 2, ..., its K loop after the other's (a barrier between them
+  /// each way), so one's epilogue runs while the other's products do.
+  /// Each buffer is then released by one warpgroup.
+  virtual bool pingPong() const { return false; }
+  /// Where pingPong(): the producers' and the consumers' register budgets
+  /// set at their roles' start.
+  virtual void budgetRegisters(QuantizationEmitter &e, bool producer) {}
   /// Two adjacent fp32 results, `first` and `second`, stored at elements
   /// `at` (even) and at + 1 of the global buffer `out` (one 8-byte store).
   virtual void storeResultPair(QuantizationEmitter &e, mlir::Value out,

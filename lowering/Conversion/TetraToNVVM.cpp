@@ -200,6 +200,39 @@ private:
     NVVM::MBarrierTryWaitParityOp::create(e.b, sharedPointer(e, bytes, at),
                                           parity, e.c32(0x989680));
   }
+  /// Ping-pong where the specialized block's two consumer warpgroups
+  /// would share a 128-row tile and each block has two tiles (or K
+  /// splits) at least: each warpgroup takes whole 128 x groupN() tiles
+  /// instead, as two m64 fragments (128 accumulators a thread). With one
+  /// tile a block (the 640 x 640 Wgrads' 100 splits) the second would
+  /// idle.
+  bool pingPong() const override {
+    return specializesWarps() && tiling.blockM == 128 &&
+           tiling.blockN == groupN() &&
+           (m / tiling.blockM) * (n / tiling.blockN) * tiling.splitK >=
+               2 * multiprocessors();
+  }
+  /// The wgmma fragments of a warpgroup's rows: one m64, or two in
+  /// ping-pong (rows 0..63 and 64..127 of the tile).
+  int64_t fragments() const { return pingPong() ? 2 : 1; }
+  /// 384 threads of 168 registers at launch (ptxas reports 168 for every
+  /// launch with setmaxnreg): the producers give 40 back (128), the
+  /// consumers take 16 more (184: 128 x 128 + 256 x 184 = 63,488 of the
+  /// 64,512). setmaxnreg is .sync.aligned over the warpgroup; with it
+  /// ptxas neither spills nor serializes the consumers' wgmmas, as it did
+  /// without. (Were a launch given fewer than 168 at launch, the
+  /// consumers' increase would wait for registers that never come: a hang
+  /// of the launch is the first thing to suspect.)
+  void budgetRegisters(QuantizationEmitter &e, bool producer) override {
+    NVVM::SetMaxRegisterOp::create(e.b, producer ? 128 : 184,
+                                   producer
+                                       ? NVVM::SetMaxRegisterAction::decrease
+                                       : NVVM::SetMaxRegisterAction::increase);
+  }
+  void arriveAtGroupBarrier(QuantizationEmitter &e, int64_t id,
+                            int64_t threads) override {
+    NVVM::BarrierArriveOp::create(e.b, e.c32(id), e.c32(threads));
+  }
   void groupBarrier(QuantizationEmitter &e, int64_t id,
                     int64_t threads) override {
     NVVM::BarrierOp::create(e.b, TypeRange{}, e.c32(id), e.c32(threads),
@@ -258,7 +291,7 @@ private:
     Value d = LLVM::UndefOp::create(e.b, fragmentType());
     for (auto [r, zero] : llvm::enumerate(zeros))
       d = LLVM::InsertValueOp::create(e.b, d, zero, r);
-    return {d};
+    return SmallVector<Value>(fragments(), d);
   }
   SmallVector<Value> accumulateStep(QuantizationEmitter &e,
                                     const StagedStep &step,
@@ -410,6 +443,8 @@ private:
                                           const StagedStep &step) {
     const int64_t across = tiling.blockN / groupN();
     Value group = e.divIndex(step.thread, 128);
+    if (pingPong()) // each warpgroup the whole tile
+      return {e.cIndex(0), e.cIndex(0)};
     return {e.mulIndex(e.divIndex(group, across), e.cIndex(64)),
             e.mulIndex(arith::RemUIOp::create(e.b, group, e.cIndex(across)),
                        e.cIndex(groupN()))};
@@ -618,13 +653,20 @@ NVVMGemmLowering::accumulateWgmma(QuantizationEmitter &e,
     return mnMajor[side] ? mnMajorDescriptor(e, start, chunkBytes)
                          : swizzledDescriptor(e, start, tiling.pitch[side]);
   };
-  Value a0 = descriptor(0, groupRow), b0 = descriptor(1, groupCol);
-  auto mma = [&](int64_t slice, Value d, NVVM::WGMMAScaleOut scaleD) {
+  // (Ping-pong: fragment f's A 64 rows below fragment f - 1's.)
+  SmallVector<Value> a0s{descriptor(0, groupRow)};
+  Value b0 = descriptor(1, groupCol);
+  for (int64_t f = 1; f < fragments(); ++f)
+    a0s.push_back(descriptor(0, e.addIndex(groupRow, e.cIndex(64 * f))));
+  Value a0 = a0s.front();
+  auto mma = [&](int64_t slice, Value d, NVVM::WGMMAScaleOut scaleD,
+                 int64_t f = 0) {
     auto offset = [&](int side) {
       return e.c64((mnMajor[side] ? 128 : 2) * slice);
     };
     return NVVM::WgmmaMmaAsyncOp::create(
-        e.b, fragment, d, e.add(a0, offset(0)), e.add(b0, offset(1)),
+        e.b, fragment, d, e.add(f ? a0s[f] : a0, offset(0)),
+        e.add(b0, offset(1)),
         NVVM::MMAShapeAttr::get(context, 64, groupN(), sliceK), type, type,
         step.exact ? NVVM::WGMMATypes::s32 : NVVM::WGMMATypes::f32, scaleD,
         NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
@@ -643,13 +685,15 @@ NVVMGemmLowering::accumulateWgmma(QuantizationEmitter &e,
     // same fragment follows it in order), the previous step's waited for —
     // its staged buffer is reused two steps on — and the last by
     // storeAccumulators.
-    Value d = accumulators[0];
+    // (In ping-pong, each slice's products of both fragments.)
+    SmallVector<Value> d(accumulators);
     NVVM::WgmmaFenceAlignedOp::create(e.b);
     for (int64_t slice = 0; slice < slices; ++slice)
-      d = mma(slice, d, NVVM::WGMMAScaleOut::one);
+      for (int64_t f = 0; f < static_cast<int64_t>(d.size()); ++f)
+        d[f] = mma(slice, d[f], NVVM::WGMMAScaleOut::one, f);
     NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
     NVVM::WgmmaWaitGroupSyncOp::create(e.b, 1);
-    return {d};
+    return d;
   }
   // (The accumulator input of a wgmma that starts from zero is not read.)
   Value unread = LLVM::UndefOp::create(e.b, fragment);
@@ -887,17 +931,25 @@ void NVVMGemmLowering::storeAccumulators(
     // The last step's group, then the fragment's values, pinned after it;
     // exact sums as the nearest fp32 (cvt.rn).
     NVVM::WgmmaWaitGroupSyncOp::create(e.b, 0);
-    accumulators =
-        pinnedValues(e, carried[0], tilesM() * tilesN() * 4, step.exact);
+    accumulators.clear();
+    for (Value fragment : carried)
+      llvm::append_range(
+          accumulators,
+          pinnedValues(e, fragment, tilesM() * tilesN() * 4, step.exact));
   }
   if (step.exact)
     for (Value &sum : accumulators)
       sum = arith::SIToFPOp::create(e.b, e.f32(), sum);
-  for (int64_t i = 0; i < tilesM(); ++i)
-    for (int64_t j = 0; j < tilesN(); ++j)
-      for (int64_t r = 0; r < 4; ++r)
-        store(accumulators[(i * tilesN() + j) * 4 + r],
-              resultRow(e, step, i, r), resultCol(e, step, j, r));
+  // Fragment f (ping-pong) 64 rows below fragment f - 1.
+  const int64_t perFragment = tilesM() * tilesN() * 4;
+  for (int64_t f = 0;
+       f * perFragment < static_cast<int64_t>(accumulators.size()); ++f)
+    for (int64_t i = 0; i < tilesM(); ++i)
+      for (int64_t j = 0; j < tilesN(); ++j)
+        for (int64_t r = 0; r < 4; ++r)
+          store(accumulators[f * perFragment + (i * tilesN() + j) * 4 + r],
+                e.addIndex(resultRow(e, step, i, r), e.cIndex(64 * f)),
+                resultCol(e, step, j, r));
 }
 
 class ConvertTetraToNVVM

@@ -227,6 +227,48 @@ func.func @logits(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>, %t: tensor<1x64x
 
 // -----
 
+// Ping-pong: a BF16 Fprop of 32768 tokens by a 640 x 640 weight has 1280
+// tiles of 128 x 128, at least two a block (132 blocks), so the
+// specialized launch's two consumer warpgroups take whole tiles one after
+// the other: each holds two m64n128 fragments (rows 0..63 and 64..127, two
+// wgmmas a K slice: 8 a staged step of 64), each buffer's `empty` barrier
+// counts one warpgroup (128), and the warpgroup's index comes from lane 0
+// (uniform to ptxas). Before a tile's K loop a warpgroup waits at named
+// barrier 1 or 2 for the other's K loop of the tile before (which arrives
+// there after its loop, if a tile follows), so that one's epilogue runs
+// while the other's products do. setmaxnreg gives the producers 128
+// registers and the consumers 184.
+// CHECK-LABEL: gpu.module @wq_fprop
+// CHECK: gpu.func @wq_fprop__gemm(
+// CHECK-SAME: block = array<i64: 384, 1, 1>, grid = array<i64: 132, 1, 1>
+// CHECK-COUNT-8: nvvm.mbarrier.init %{{.*}}, %c128_i32
+// CHECK: gpu.shuffle  idx %{{.*}}, %c0_i32{{.*}}, %c32_i32 : i32
+// CHECK: nvvm.setmaxregister  increase 184
+// CHECK: nvvm.barrier id = %c2_i32 number_of_threads = %c256_i32
+// CHECK: nvvm.barrier id = %c1_i32 number_of_threads = %c256_i32
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 128, k = 16>
+// CHECK-NOT: nvvm.wgmma.mma_async
+// CHECK: nvvm.barrier.arrive id = %c1_i32 number_of_threads = %c256_i32
+// CHECK: nvvm.barrier.arrive id = %c2_i32 number_of_threads = %c256_i32
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: nvvm.mbarrier.arrive
+// CHECK: nvvm.setmaxregister  decrease 128
+#bfp = #tetra.quant<bf16>
+func.func @bf16_pingpong(%x: tensor<32768x640xf32>, %w: tensor<640x640xf32>) -> tensor<32768x640xf32> {
+  %y = tetra.kernel "wq_fprop" (%a = %x, %b = %w) : (tensor<32768x640xf32>, tensor<640x640xf32>) -> tensor<32768x640xf32> {
+    %at = arith.truncf %a : tensor<32768x640xf32> to tensor<32768x640xbf16>
+    %ae = arith.extf %at : tensor<32768x640xbf16> to tensor<32768x640xf32>
+    %bt = arith.truncf %b : tensor<640x640xf32> to tensor<640x640xbf16>
+    %be = arith.extf %bt : tensor<640x640xbf16> to tensor<640x640xf32>
+    %c = tetra.scaled_matmul (%ae as #bfp), (%be as #bfp) transpose_rhs role fprop : (tensor<32768x640xf32>, tensor<640x640xf32>) -> tensor<32768x640xf32>
+    tetra.yield %c : tensor<32768x640xf32>
+  }
+  return %y : tensor<32768x640xf32>
+}
+
+// -----
+
 // A BF16 Wgrad of a 640 x 640 weight over 8192 tokens (K long): its
 // largest tiles (128 x 128) are 25, far from the H200's 132
 // multiprocessors, each summing all of K, so the plan splits K across 4
