@@ -1193,6 +1193,34 @@ void TiledAttention::queryGradients() {
   load(queries, body.arg(0), b, h, first, rows, qStride);
   load(outGrads, body.arg(5), b, h, first, rows, qStride);
 
+  // delta_i = dout_i . out_i of the block's rows, a thread a row (the CPU's
+  // dot product, dotInLanes), into memory for this block's lanes below and
+  // for dK and dV's launch after it: the block barrier makes each store
+  // visible to the block's threads.
+  body.strided(body.thread(), e.cIndex(rows), tiling.warps() * tile.lanes(), {},
+               [&](Value r, ValueRange) {
+                 Value position = e.addIndex(first, r);
+                 body.ifThen(body.ult(position, e.cIndex(shape.seq)), [&] {
+                   Value at = rowAt(b, position, h, qStride);
+                   SmallVector<Value> dout, out;
+                   for (int64_t d = 0; d < hd; d += 4)
+                     for (auto [from, to] : {std::pair{body.arg(5), &dout},
+                                             std::pair{body.arg(3), &out}}) {
+                       Value four = vector::LoadOp::create(
+                           body.b, VectorType::get({4}, e.f32()), from,
+                           ValueRange{e.addIndex(at, e.cIndex(d))},
+                           /*nontemporal=*/false, body.b.getI64IntegerAttr(16));
+                       for (int64_t l = 0; l < 4; ++l)
+                         to->push_back(vector::ExtractOp::create(
+                             body.b, four, ArrayRef<int64_t>{l}));
+                     }
+                   body.store(dotInLanes(e, dout, out), body.arg(9),
+                              statisticAt(b, h, position));
+                 });
+                 return SmallVector<Value>{};
+               });
+  body.barrier();
+
   // Each of the warp's row tiles: its rows' positions, lse and delta.
   const int64_t tiles = static_cast<int64_t>(tileRows.size());
   const int64_t slots = tile.rowSlots();

@@ -1,4 +1,5 @@
-//===- AttentionKernelPlan.h - Attention on every chip's matrix units -*- C++ -*-===//
+//===- AttentionKernelPlan.h - Attention on every chip's matrix units -*- C++
+//-*-===//
 //
 // Causal grouped-query attention (runtime/kernels/Attention.h: the contract,
 // the CPU kernel and its fp64 reference) as tiled GPU kernels on the matrix
@@ -13,10 +14,11 @@
 //              statistics combined across the lanes that hold a row by xor
 //              shuffles); P = exp(S - max) through shared memory into
 //              O += P V. Writes out = O / sum and lse = max + log(sum).
-//   backward   three launches: delta_i = dout_i . out_i (a thread per query
-//              row, the CPU's dot product); dQ (a block per query tile,
-//              over its key tiles: S and dP = dO V^T recomputed, dS = P (dP
-//              - delta), dQ += dS K); dK and dV (a block per key tile of a
+//   backward   two launches: dQ (a block per query tile: first its rows'
+//              delta_i = dout_i . out_i, a thread a row, the CPU's dot
+//              product, written for dK and dV too; then over its key tiles:
+//              S and dP = dO V^T recomputed, dS = P (dP - delta), dQ += dS
+//              K); dK and dV (a block per key tile of a
 //              KV head, over the group's query heads and the query tiles
 //              at or after it: P^T, dP^T, dV += P^T dO, dK += dS^T Q). Each
 //              output is written by one block: deterministic.

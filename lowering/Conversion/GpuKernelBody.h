@@ -36,6 +36,23 @@ inline Value rescaleToLargest(QuantizationEmitter &e, Value m, Value largest) {
       arith::ExtFOp::create(e.b, f64, e.fastExp(e.subf(m, largest))));
 }
 
+/// sum_d a[d] * b[d] in the CPU's order (runtime/kernels/VectorMath.h
+/// dot): eight running sums over d in steps of 8, combined as a tree, then
+/// the remaining terms in order.
+inline Value dotInLanes(QuantizationEmitter &e, llvm::ArrayRef<Value> a,
+                        llvm::ArrayRef<Value> b) {
+  llvm::SmallVector<Value> acc(8, e.cF32(0.0f));
+  size_t d = 0;
+  for (; d + 8 <= a.size(); d += 8)
+    for (size_t lane = 0; lane < 8; ++lane)
+      acc[lane] = e.addf(acc[lane], e.mulf(a[d + lane], b[d + lane]));
+  Value sum = e.addf(e.addf(e.addf(acc[0], acc[1]), e.addf(acc[2], acc[3])),
+                     e.addf(e.addf(acc[4], acc[5]), e.addf(acc[6], acc[7])));
+  for (; d < a.size(); ++d)
+    sum = e.addf(sum, e.mulf(a[d], b[d]));
+  return sum;
+}
+
 /// x of the lane whose index is this lane's xor `mask` (within `width`).
 inline Value shuffleXor(QuantizationEmitter &e, Value x, int32_t mask,
                         int32_t width) {

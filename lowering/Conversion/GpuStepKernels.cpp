@@ -28,8 +28,6 @@ namespace {
 constexpr int64_t kRowThreads = 128;
 /// Tokens per block of embedding.backward's ranking (a thread each).
 constexpr int64_t kTokenChunk = 1024;
-/// Query rows (a thread each) per block of attention's delta.
-constexpr int64_t kDeltaRows = 64;
 /// Rows (a warp each) per block of RMSNorm's kernels.
 constexpr int64_t kNormRowsPerBlock = 8;
 /// Rows per partial sum of RMSNorm's weight gradient.
@@ -1263,19 +1261,6 @@ GpuLibraryBuilder::expand(const Launch &launch, schedule::Schedule &schedule,
       return sum;
     };
     // The CPU's `dot`: eight lanes, combined in a fixed tree.
-    auto dotLanes = [&](Body &body, ArrayRef<Value> a, ArrayRef<Value> b) {
-      QuantizationEmitter &e = body.e;
-      SmallVector<Value> acc(8, e.cF32(0.0f));
-      int64_t d = 0;
-      for (; d + 8 <= hd; d += 8)
-        for (int lane = 0; lane < 8; ++lane)
-          acc[lane] = e.addf(acc[lane], e.mulf(a[d + lane], b[d + lane]));
-      Value sum = e.addf(e.addf(e.addf(acc[0], acc[1]), e.addf(acc[2], acc[3])),
-                         e.addf(e.addf(acc[4], acc[5]), e.addf(acc[6], acc[7])));
-      for (; d < hd; ++d)
-        sum = e.addf(sum, e.mulf(a[d], b[d]));
-      return sum;
-    };
     const int64_t queryRows = batch * heads * seq;
     std::array<int64_t, 3> queryGrid{ceilDiv(queryRows, kRowThreads), 1, 1};
     // A thread per query row r = (b, h, t) of [batch, heads, seq].
@@ -1339,72 +1324,8 @@ GpuLibraryBuilder::expand(const Launch &launch, schedule::Schedule &schedule,
     if (name == "attention.backward" &&
         tilingOf(AttentionPass::QueryGradients) &&
         tilingOf(AttentionPass::KeyValueGradients)) {
-      // delta_i = dout_i . out_i first (the CPU's dot product), then dQ,
+      // dQ, whose blocks also write their rows' delta_i = dout_i . out_i,
       // then dK and dV.
-      // A thread per query row, taken in memory order ([batch, seq, heads]:
-      // a block's kDeltaRows rows are one slab of each operand), the slabs
-      // staged in shared memory by 16-byte loads of consecutive addresses
-      // (rows padded by a float: each thread then reads its own row with no
-      // bank conflicts). Each thread reading its 256-byte rows directly
-      // took 1.5 ms for the 125M step's 12 layers on the H200.
-      const int64_t slab = kDeltaRows * hd, pitch = hd + 1;
-      const bool staged = hd % 4 == 0;
-      std::array<int64_t, 3> deltaGrid{ceilDiv(queryRows, kDeltaRows), 1, 1};
-      std::string deltas = function(
-          "delta", registryArguments(context, call), deltaGrid, kDeltaRows,
-          [&](Body &body) {
-            QuantizationEmitter &e = body.e;
-            Value tid = body.thread();
-            Value first = e.mulIndex(body.block(), e.cIndex(kDeltaRows));
-            SmallVector<Value> rowsOf; // dout's and out's slabs, staged
-            if (staged)
-              for (unsigned operand : {5u, 3u}) {
-                Value shared = body.sharedArray(kDeltaRows * pitch, f32);
-                body.strided(tid, e.cIndex(slab / 4), kDeltaRows, {},
-                             [&](Value piece, ValueRange) {
-                  Value element = e.mulIndex(piece, e.cIndex(4));
-                  Value at = arith::MinUIOp::create(
-                      body.b, e.addIndex(e.mulIndex(first, e.cIndex(hd)), element),
-                      e.cIndex(queryRows * hd - 4));
-                  Value four = vector::LoadOp::create(
-                      body.b, VectorType::get({4}, f32), body.arg(operand),
-                      ValueRange{at}, /*nontemporal=*/false,
-                      body.b.getI64IntegerAttr(16));
-                  Value row = e.divIndex(element, hd);
-                  Value to = e.addIndex(
-                      e.mulIndex(row, e.cIndex(pitch)),
-                      arith::RemUIOp::create(body.b, element, e.cIndex(hd)));
-                  for (int64_t l = 0; l < 4; ++l)
-                    body.store(vector::ExtractOp::create(body.b, four,
-                                                         ArrayRef<int64_t>{l}),
-                               shared, e.addIndex(to, e.cIndex(l)));
-                  return SmallVector<Value>{};
-                });
-                rowsOf.push_back(shared);
-              }
-            if (staged)
-              body.barrier();
-            Value r = e.addIndex(first, tid);
-            body.ifThen(body.ult(r, e.cIndex(queryRows)), [&] {
-              Value h = arith::RemUIOp::create(body.b, r, e.cIndex(heads));
-              Value bt = arith::DivUIOp::create(body.b, r, e.cIndex(heads));
-              Value i = arith::RemUIOp::create(body.b, bt, e.cIndex(seq));
-              Value b = arith::DivUIOp::create(body.b, bt, e.cIndex(seq));
-              SmallVector<Value> dout, out;
-              if (staged) {
-                Value own = e.mulIndex(tid, e.cIndex(pitch));
-                dout = vector(body, rowsOf[0], own);
-                out = vector(body, rowsOf[1], own);
-              } else {
-                Value at = queryAt(body, b, i, h);
-                dout = vector(body, body.arg(5), at);
-                out = vector(body, body.arg(3), at);
-              }
-              body.store(dotLanes(body, dout, out), body.arg(9),
-                         statAt(body, b, h, i));
-            });
-          });
-      add(deltas, deltaGrid, kDeltaRows, launch);
       tiled(AttentionPass::QueryGradients, "dq_tiles");
       tiled(AttentionPass::KeyValueGradients, "dkv_tiles");
       return success();
@@ -1495,8 +1416,8 @@ GpuLibraryBuilder::expand(const Launch &launch, schedule::Schedule &schedule,
             Value at = queryAt(body, b, i, h);
             SmallVector<Value> q = operands(body, body.arg(0), at);
             SmallVector<Value> dout = operands(body, body.arg(5), at);
-            Value delta = dotLanes(body, vector(body, body.arg(5), at),
-                                   vector(body, body.arg(3), at));
+            Value delta = dotInLanes(body.e, vector(body, body.arg(5), at),
+                                     vector(body, body.arg(3), at));
             Value stat = statAt(body, b, h, i);
             Value lse = body.load(body.arg(4), stat);
             body.store(delta, body.arg(9), stat);
