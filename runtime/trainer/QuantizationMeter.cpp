@@ -5,6 +5,18 @@
 using namespace tetra;
 using namespace tetra::trainer;
 
+QuantizationMeter::QuantizationMeter(backend::Backend &backend,
+                                     const schedule::StepExecutor &executor,
+                                     uint64_t seed, int64_t step,
+                                     int64_t sampleElements)
+    : backend_(backend), executor_(executor), seed_(seed), step_(step),
+      sampleElements_(sampleElements),
+      named_(executor.schedule().buffers.size(), false) {
+  for (const schedule::Launch &launch : executor.schedule().launches)
+    for (int buffer : launch.buffers)
+      named_[buffer] = true;
+}
+
 io::Status QuantizationMeter::observe(int launch) {
   const schedule::Launch &desc = executor_.schedule().launches[launch];
   if (!desc.gemm)
@@ -20,6 +32,8 @@ io::Status QuantizationMeter::observe(int launch) {
                      foldable(desc.gemm->operands[1]);
   std::vector<numerics::FoldCount> counts;
   for (const schedule::QuantizedOperand &operand : desc.gemm->operands) {
+    if (operand.buffer >= 0 && !named_[operand.buffer])
+      continue;
     int64_t elements = 1;
     for (int64_t size : operand.shape)
       elements *= size;
@@ -48,7 +62,7 @@ io::Status QuantizationMeter::observe(int launch) {
                                                operand.axis,
                                                operand.quantization, stream));
   }
-  if (folds) {
+  if (folds && counts.size() == 2) {
     // A tile folds when its lhs rows and its rhs columns all do.
     auto &[tiles, folding] = tiles_[desc.gemm->role];
     tiles += counts[0].groups * counts[1].groups;

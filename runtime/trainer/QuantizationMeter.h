@@ -13,7 +13,9 @@
 // degrade. For MXFP4 x MXFP4 GEMMs it
 // also counts, over every fiber of both operands, the 128 x 128 tiles whose
 // scales sm_90a's GEMM would fold into its codes (numerics::countFoldable:
-// its fast path), per GEMM role.
+// its fast path), per GEMM role. An operand whose fp32 values the step never
+// holds (a GPU step's BF16 operand written as codes by its producer) has no
+// measurement.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,9 +36,7 @@ public:
   /// `sampleElements`: about how many elements of each operand to measure.
   QuantizationMeter(backend::Backend &backend,
                     const schedule::StepExecutor &executor, uint64_t seed,
-                    int64_t step, int64_t sampleElements)
-      : backend_(backend), executor_(executor), seed_(seed), step_(step),
-        sampleElements_(sampleElements) {}
+                    int64_t step, int64_t sampleElements);
 
   /// Measures launch `launch`'s quantized operands, if it is a GEMM kernel
   /// (StepExecutor::runObserving calls it after every launch).
@@ -73,6 +73,10 @@ private:
   /// Per role: results, and those that sum exactly.
   std::map<std::string, std::pair<double, double>> pairs_;
   std::vector<float> host_;
+  /// The schedule buffers its launches name. An operand in another (on the
+  /// GPU, a BF16 operand whose producer writes only the codes its GEMM
+  /// reads: its fp32 values never exist) is not measured.
+  std::vector<bool> named_;
 };
 
 } // namespace tetra::trainer
