@@ -1,5 +1,4 @@
-//===- AttentionKernelPlan.h - Attention on every chip's matrix units -*- C++
-//-*-===//
+//===- AttentionKernelPlan.h - Attention on the matrix units -*- C++ -*-===//
 //
 // Causal grouped-query attention (runtime/kernels/Attention.h: the contract,
 // the CPU kernel and its fp64 reference) as tiled GPU kernels on the matrix

@@ -1260,7 +1260,6 @@ GpuLibraryBuilder::expand(const Launch &launch, schedule::Schedule &schedule,
         sum = body.e.addf(sum, body.e.mulf(a[d], b[d]));
       return sum;
     };
-    // The CPU's `dot`: eight lanes, combined in a fixed tree.
     const int64_t queryRows = batch * heads * seq;
     std::array<int64_t, 3> queryGrid{ceilDiv(queryRows, kRowThreads), 1, 1};
     // A thread per query row r = (b, h, t) of [batch, heads, seq].

@@ -143,6 +143,15 @@ int64_t Schedule::unplannedBytes() const {
   return total;
 }
 
+std::vector<bool> Schedule::namedBuffers() const {
+  std::vector<bool> named(buffers.size(), false);
+  for (const Launch &launch : launches)
+    for (int buffer : launch.buffers)
+      if (buffer >= 0 && buffer < static_cast<int>(named.size()))
+        named[buffer] = true;
+  return named;
+}
+
 tetra::schedule::MemoryPeak
 tetra::schedule::memoryPeak(const Schedule &schedule) {
   std::vector<std::pair<int, int>> life = lifetimes(schedule);

@@ -152,6 +152,10 @@ struct Schedule {
   int64_t boundBytes() const;
   /// Bytes the temporaries would take without reuse: the plan's baseline.
   int64_t unplannedBytes() const;
+  /// For each buffer, whether a launch names it. One that none names holds
+  /// nothing the step wrote (a GPU step's fp32 tensor whose writer writes
+  /// only its BF16 codes).
+  std::vector<bool> namedBuffers() const;
 };
 
 /// Assigns every temporary an arena offset (aligned to `alignment`) so that

@@ -11,11 +11,7 @@ QuantizationMeter::QuantizationMeter(backend::Backend &backend,
                                      int64_t sampleElements)
     : backend_(backend), executor_(executor), seed_(seed), step_(step),
       sampleElements_(sampleElements),
-      named_(executor.schedule().buffers.size(), false) {
-  for (const schedule::Launch &launch : executor.schedule().launches)
-    for (int buffer : launch.buffers)
-      named_[buffer] = true;
-}
+      named_(executor.schedule().namedBuffers()) {}
 
 io::Status QuantizationMeter::observe(int launch) {
   const schedule::Launch &desc = executor_.schedule().launches[launch];
