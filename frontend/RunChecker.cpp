@@ -453,11 +453,12 @@ std::optional<RunConfig> RunChecker::check() {
            mode = schedule::parseRecompute(value.text);
          if (!mode) {
            error(value,
-                 "recompute must be none, cheap or layers, got " +
+                 "recompute must be none, cheap, products or layers, got " +
                      value.describe(),
                  "cheap (the default): RMSNorms' and elementwise kernels' "
-                 "large outputs; layers: everything but the RMSNorms' "
-                 "inputs");
+                 "large outputs; products: cheap's and the GEMMs' and "
+                 "RoPE's outputs, attention kept; layers: everything but "
+                 "the RMSNorms' inputs");
            return;
          }
          config.recompute = *mode;

@@ -21,15 +21,21 @@ enum class Recompute {
   /// Large outputs of RMSNorms and elementwise kernels: one cheap launch
   /// each (the default).
   Cheap,
+  /// Cheap's, and the outputs of GEMMs and RoPE that the backward reads
+  /// (the SwiGLU's gate and up, attention's queries, keys and values):
+  /// attention's output and the residual stream are kept, every GEMM of
+  /// the forward whose output the backward reads runs once more.
+  Products,
   /// Everything the layers compute from the residual stream (the RMSNorms'
   /// inputs, which stay): GEMMs, RoPE, attention too — activation
   /// checkpointing at each norm, about one more forward pass of the layers.
   Layers,
 };
 
-inline constexpr std::array<std::pair<std::string_view, Recompute>, 3>
+inline constexpr std::array<std::pair<std::string_view, Recompute>, 4>
     kRecomputeNames{{{"none", Recompute::None},
                      {"cheap", Recompute::Cheap},
+                     {"products", Recompute::Products},
                      {"layers", Recompute::Layers}}};
 
 inline std::optional<Recompute> parseRecompute(std::string_view name) {

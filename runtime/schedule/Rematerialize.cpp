@@ -73,23 +73,30 @@ int rematerialize(Schedule &schedule, Recompute mode) {
     return outputs;
   };
 
-  // Layers: the residual stream — every RMSNorm's input — is checkpointed;
-  // what the forward computes before its last RMSNorm is recomputed from it.
+  // Layers and Products: the residual stream — every RMSNorm's input — is
+  // checkpointed (under Products a GEMM's output plus the stream: to
+  // recompute it would be to recompute every layer before it). Layers
+  // recomputes what the forward computes before its last RMSNorm from it.
   // (What comes after, the final norm's output and the logits, the backward
   // reads first: recomputing it would free nothing.)
   std::set<int> checkpoints;
-  int layersEnd = 0;
-  if (mode == Recompute::Layers)
+  int layersEnd = 0, lastNorm = 0;
+  if (mode == Recompute::Layers || mode == Recompute::Products)
     for (int l = 0; l < forwardEnd; ++l)
       if (launches[l].kernel == "rmsnorm.forward") {
         checkpoints.insert(launches[l].buffers[0]);
-        layersEnd = l;
+        lastNorm = l;
       }
+  if (mode == Recompute::Layers)
+    layersEnd = lastNorm;
 
   // The outputs that may be recomputed, produced by a pure forward launch,
   // never a checkpoint: large ones of a cheap launch, read in the backward;
-  // with Layers, any of a launch before the last norm — also those the
-  // backward does not read but a recomputed launch does (intermediates).
+  // with Products, any of a GEMM or RoPE before the last norm (the logits
+  // and what comes after, the backward reads first); with Layers, any of a
+  // launch before the last norm. Those the backward does not read but a
+  // recomputed launch does are recomputed too (intermediates: a query's
+  // projection before its RoPE).
   // None read after the gradients' end (kept anyway).
   std::set<int> recomputable;
   for (int l = 0; l < forwardEnd; ++l) {
@@ -101,8 +108,11 @@ int rematerialize(Schedule &schedule, Recompute mode) {
         continue;
       const bool large =
           schedule.buffers[b].numElements() * 4 >= kRematerializeBytes;
+      const bool product =
+          mode == Recompute::Products && l < lastNorm &&
+          (launches[l].gemm || launches[l].kernel == "rope.forward");
       if (!checkpoints.count(b) &&
-          ((cheap(launches[l]) && large && read) || l < layersEnd))
+          ((cheap(launches[l]) && large && read) || product || l < layersEnd))
         recomputable.insert(b);
     }
   }

@@ -539,6 +539,59 @@ TEST(Rematerialize, LayersRecomputesFromTheNormsInputs) {
   ASSERT_TRUE(static_cast<bool>(validate(schedule)));
 }
 
+TEST(Rematerialize, ProductsRecomputesGemmOutputsButNotTheStream) {
+  Schedule schedule;
+  schedule.name = "products";
+  schedule.buffers = {bound("x", BufferRole::Input, {4, 8}), // 0
+                      bound("w", BufferRole::Parameter, {8}),
+                      temporary("y", {4, 8}),
+                      temporary("rstd", {4}),
+                      temporary("p", {4, 8}), // 4: a projection
+                      temporary("r", {4, 8}), // 5: the stream plus a GEMM
+                      temporary("y2", {4, 8}),
+                      temporary("rstd2", {4}),
+                      temporary("z", {4, 8}), // 8: after the last norm
+                      bound("g1", BufferRole::Output, {4, 8}),
+                      bound("g2", BufferRole::Output, {4, 8}),
+                      bound("g3", BufferRole::Output, {4, 8}),
+                      bound("g4", BufferRole::Output, {4, 8})};
+  const std::vector<Scalar> norm = {Scalar::integer(4), Scalar::integer(8),
+                                    Scalar::real(1e-5)};
+  const std::vector<Scalar> n = {Scalar::integer(32)};
+  auto gemm = [](std::vector<int> buffers, std::string origin) {
+    Launch launch = makeLaunch("k_" + origin, std::move(buffers), {}, origin);
+    launch.gemm = GemmLaunch{origin, "fprop", {}};
+    return launch;
+  };
+  schedule.launches = {makeLaunch("rmsnorm.forward", {0, 1, 2, 3}, norm, "n1"),
+                       gemm({2, 1, 4}, "p"),
+                       gemm({4, 0, 5}, "r"),
+                       makeLaunch("rmsnorm.forward", {5, 1, 6, 7}, norm, "n2"),
+                       gemm({6, 1, 8}, "z"),
+                       makeLaunch("silu.forward", {2, 9}, n, "reads y"),
+                       makeLaunch("silu.forward", {4, 10}, n, "reads p"),
+                       makeLaunch("silu.forward", {5, 11}, n, "reads r"),
+                       makeLaunch("silu.forward", {8, 12}, n, "reads z")};
+  schedule.phases = {/*forwardEnd=*/5, /*gradientsEnd=*/9, /*updateBegin=*/9};
+  Schedule cheap = schedule;
+  EXPECT_EQ(rematerialize(cheap, Recompute::Cheap), 0); // all under 1 MiB
+  // p again before its backward reader, from y (kept: the backward reads
+  // it); r (a norm's input) and z (after the last norm) kept.
+  ASSERT_EQ(rematerialize(schedule, Recompute::Products), 1);
+  const std::vector<Launch> &l = schedule.launches;
+  ASSERT_EQ(l.size(), 10u);
+  EXPECT_EQ(l[5].origin, "reads y");
+  EXPECT_EQ(l[6].origin, "p (recomputed for the backward)");
+  EXPECT_EQ(l[6].buffers[0], 2);
+  EXPECT_EQ(schedule.buffers[l[6].buffers[2]].name, "p.again");
+  EXPECT_EQ(l[7].buffers[0], l[6].buffers[2]);
+  EXPECT_EQ(l[8].buffers[0], 5);
+  EXPECT_EQ(l[9].buffers[0], 8);
+  EXPECT_EQ(schedule.phases.gradientsEnd, 10);
+  planMemory(schedule);
+  ASSERT_TRUE(static_cast<bool>(validate(schedule)));
+}
+
 /// a -> b -> c, then a read again: a lives throughout. Without sharing
 /// the arena is fullest at launch 2 (a, b, c); with c written over b in
 /// place (b dies there) launches 1 and 2 cover the same bytes, and the
