@@ -21,10 +21,10 @@ enum class Recompute {
   /// Large outputs of RMSNorms and elementwise kernels: one cheap launch
   /// each (the default).
   Cheap,
-  /// Cheap's, and the outputs of GEMMs and RoPE that the backward reads
-  /// (the SwiGLU's gate and up, attention's queries, keys and values):
-  /// attention's output and the residual stream are kept, every GEMM of
-  /// the forward whose output the backward reads runs once more.
+  /// Cheap's, and the outputs of the layers' GEMMs and RoPEs (those before
+  /// the last RMSNorm) that the backward reads — the SwiGLU's gate and up,
+  /// attention's queries, keys and values — each launch run once more;
+  /// the residual stream and attention's output are kept.
   Products,
   /// Everything the layers compute from the residual stream (the RMSNorms'
   /// inputs, which stay): GEMMs, RoPE, attention too — activation
