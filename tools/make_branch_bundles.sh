@@ -27,8 +27,13 @@
 # policies of the 125M bundles, main's and each branch's
 # (BENCH_POLICIES="bf16_attention_bf16 fp4_all_hadamard_attention_bf16");
 # TINY=0 leaves out each branch's check125m and tiny bundles (a shorter
-# call). Refuses a working tree with uncommitted changes (the
-# checkouts would carry them).
+# call). MAIN_VARIANTS="TAG:KEY=VALUE..." adds the current commit's 125M
+# step under other settings, as 125m-TAG-none_POLICY, which gpu_step.sh
+# times and compares with main's bit for bit like a branch's (e.g.
+# MAIN_VARIANTS="products:recompute=products stats:sqnr_interval=4": the
+# same training recomputing the layers' products, and with its SQNR and
+# folding statistics in metrics.jsonl). Refuses a working tree with
+# uncommitted changes (the checkouts would carry them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 (( $# > 0 )) || { echo "usage: tools/make_branch_bundles.sh BRANCH..." >&2; exit 1; }
@@ -56,6 +61,13 @@ bench() { # TAG: the 125M step under each policy, tagged
 }
 cmake --build build > /dev/null
 bench main-
+for variant in ${MAIN_VARIANTS:-}; do # TAG:KEY=VALUE
+  for policy in "${policies[@]}"; do
+    compile bench/train_125m_h200.tetra "bench/policies/$policy.tetra" \
+      --set recompute=none --set "${variant#*:}" \
+      -o "$out/125m-${variant%%:*}-none_$policy.tbundle"
+  done
+done
 # Back to where we were, whatever happens to the branch's build.
 trap 'git checkout --quiet "$here" && cmake --build build > /dev/null' EXIT
 for branch in "$@"; do
