@@ -80,15 +80,13 @@ int rematerialize(Schedule &schedule, Recompute mode) {
   // (What comes after, the final norm's output and the logits, the backward
   // reads first: recomputing it would free nothing.)
   std::set<int> checkpoints;
-  int layersEnd = 0, lastNorm = 0;
+  int lastNorm = 0;
   if (mode == Recompute::Layers || mode == Recompute::Products)
     for (int l = 0; l < forwardEnd; ++l)
       if (launches[l].kernel == "rmsnorm.forward") {
         checkpoints.insert(launches[l].buffers[0]);
         lastNorm = l;
       }
-  if (mode == Recompute::Layers)
-    layersEnd = lastNorm;
 
   // The outputs that may be recomputed, produced by a pure forward launch,
   // never a checkpoint: large ones of a cheap launch, read in the backward;
@@ -111,8 +109,9 @@ int rematerialize(Schedule &schedule, Recompute mode) {
       const bool product =
           mode == Recompute::Products && l < lastNorm &&
           (launches[l].gemm || launches[l].kernel == "rope.forward");
+      const bool layer = mode == Recompute::Layers && l < lastNorm;
       if (!checkpoints.count(b) &&
-          ((cheap(launches[l]) && large && read) || product || l < layersEnd))
+          ((cheap(launches[l]) && large && read) || product || layer))
         recomputable.insert(b);
     }
   }
